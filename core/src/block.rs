@@ -1,0 +1,319 @@
+//! Blocks, records and files (ENCODING.md §1).
+//!
+//! A *data block* is β raw bytes. What the code encodes for block index i is its
+//! *record*: `s = 1 + ⌈β/7⌉` field elements `[i, e_0, …]`, 7 data bytes per element.
+//! Carrying the index lets extraction put a block logged in H back in its place.
+//! A *coded block* (of C or an H level) is `s` elements stored as 8 bytes each.
+
+use crate::field::{self, Fp, ELEMENT_BYTES};
+use thiserror::Error;
+
+/// Data bytes packed into one field element (7 bytes < 2^56 < p).
+pub const BYTES_PER_ELEMENT: usize = 7;
+
+/// Default block size β in bytes (DESIGN §2).
+pub const DEFAULT_BLOCK_BYTES: usize = 4096;
+
+/// Largest accepted block size β in bytes (1 MiB).
+pub const MAX_BLOCK_BYTES: usize = 1 << 20;
+
+/// Largest supported log2 of the padded block count N (N ≤ 2^31, so 2N fits the
+/// field's two-adicity of 32).
+pub const MAX_LOG_BLOCKS: u32 = 31;
+
+/// Errors about blocks, records and file layouts.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum BlockError {
+    /// β was 0 or above [`MAX_BLOCK_BYTES`].
+    #[error("block size {0} bytes is out of range 1..={MAX_BLOCK_BYTES}")]
+    BlockSize(usize),
+    /// A data block did not have exactly β bytes.
+    #[error("data block has {got} bytes, expected {expected}")]
+    DataLength {
+        /// Bytes received.
+        got: usize,
+        /// β.
+        expected: usize,
+    },
+    /// A coded block did not have exactly 8·s bytes.
+    #[error("coded block has {got} bytes, expected {expected}")]
+    CodedLength {
+        /// Bytes received.
+        got: usize,
+        /// 8·s.
+        expected: usize,
+    },
+    /// A record or coded block did not have exactly s elements.
+    #[error("record has {got} elements, expected {expected}")]
+    RecordWidth {
+        /// Elements received.
+        got: usize,
+        /// s.
+        expected: usize,
+    },
+    /// An 8-byte element was not below p.
+    #[error("element {0} of a coded block is not a canonical field element")]
+    NonCanonical(usize),
+    /// A decoded record holds a value no honest encoder produces (an element
+    /// ≥ 2^56 in the data part, or data past β that is not zero).
+    #[error("record element {0} is not valid packed data")]
+    BadPacking(usize),
+    /// The file is empty.
+    #[error("the file is empty")]
+    EmptyFile,
+    /// The file needs more blocks than allowed.
+    #[error("file of {bytes} bytes needs {blocks} blocks, above the maximum of {max}")]
+    FileTooLarge {
+        /// File length in bytes.
+        bytes: u64,
+        /// Blocks it needs.
+        blocks: u64,
+        /// Configured maximum.
+        max: u64,
+    },
+}
+
+/// The block format of a deal: β and the sizes that follow from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockFormat {
+    block_bytes: usize,
+}
+
+impl BlockFormat {
+    /// A format with β = `block_bytes`; errors if β is 0 or above [`MAX_BLOCK_BYTES`].
+    pub fn new(block_bytes: usize) -> Result<Self, BlockError> {
+        if block_bytes == 0 || block_bytes > MAX_BLOCK_BYTES {
+            return Err(BlockError::BlockSize(block_bytes));
+        }
+        Ok(Self { block_bytes })
+    }
+
+    /// β, in bytes.
+    pub fn block_bytes(&self) -> usize {
+        self.block_bytes
+    }
+
+    /// s, the elements in a record or coded block: `1 + ⌈β/7⌉`.
+    pub fn width(&self) -> usize {
+        1 + self.block_bytes.div_ceil(BYTES_PER_ELEMENT)
+    }
+
+    /// Bytes of a coded block: `8·s` (4696 for β = 4096).
+    pub fn coded_block_bytes(&self) -> usize {
+        ELEMENT_BYTES * self.width()
+    }
+
+    /// The record `[index, packed data]` of a data block, appended to `out`.
+    ///
+    /// Errors if `block` is not exactly β bytes.
+    pub fn push_record(&self, index: u64, block: &[u8], out: &mut Vec<Fp>) -> Result<(), BlockError> {
+        if block.len() != self.block_bytes {
+            return Err(BlockError::DataLength { got: block.len(), expected: self.block_bytes });
+        }
+        out.reserve(self.width());
+        out.push(Fp::from(index));
+        for chunk in block.chunks(BYTES_PER_ELEMENT) {
+            let mut b = [0u8; 8];
+            b[..chunk.len()].copy_from_slice(chunk);
+            out.push(Fp::from(u64::from_le_bytes(b)));
+        }
+        Ok(())
+    }
+
+    /// The record of one data block as a new vector (see [`Self::push_record`]).
+    pub fn record(&self, index: u64, block: &[u8]) -> Result<Vec<Fp>, BlockError> {
+        let mut out = Vec::with_capacity(self.width());
+        self.push_record(index, block, &mut out)?;
+        Ok(out)
+    }
+
+    /// Splits a record back into (index, β data bytes).
+    ///
+    /// Errors on a wrong width, an element that is not 7 packed bytes, or nonzero
+    /// padding past β: a decoded record of corrupted data is reported, never returned.
+    pub fn unrecord(&self, record: &[Fp]) -> Result<(u64, Vec<u8>), BlockError> {
+        if record.len() != self.width() {
+            return Err(BlockError::RecordWidth { got: record.len(), expected: self.width() });
+        }
+        let index = field::to_u64(record[0]);
+        let mut data = Vec::with_capacity(self.width() * BYTES_PER_ELEMENT);
+        for (j, e) in record[1..].iter().enumerate() {
+            let v = field::to_u64(*e);
+            if v >> 56 != 0 {
+                return Err(BlockError::BadPacking(j + 1));
+            }
+            data.extend_from_slice(&v.to_le_bytes()[..BYTES_PER_ELEMENT]);
+        }
+        if data[self.block_bytes..].iter().any(|&b| b != 0) {
+            return Err(BlockError::BadPacking(self.width() - 1));
+        }
+        data.truncate(self.block_bytes);
+        Ok((index, data))
+    }
+
+    /// Wire/disk bytes of a coded block (8·s bytes, each element little-endian).
+    pub fn coded_to_bytes(&self, coded: &[Fp]) -> Result<Vec<u8>, BlockError> {
+        if coded.len() != self.width() {
+            return Err(BlockError::RecordWidth { got: coded.len(), expected: self.width() });
+        }
+        Ok(elements_to_bytes(coded))
+    }
+
+    /// Parses a coded block's bytes; errors on a wrong length or a non-canonical element.
+    pub fn coded_from_bytes(&self, bytes: &[u8]) -> Result<Vec<Fp>, BlockError> {
+        if bytes.len() != self.coded_block_bytes() {
+            return Err(BlockError::CodedLength { got: bytes.len(), expected: self.coded_block_bytes() });
+        }
+        elements_from_bytes(bytes)
+    }
+}
+
+impl Default for BlockFormat {
+    fn default() -> Self {
+        Self { block_bytes: DEFAULT_BLOCK_BYTES }
+    }
+}
+
+/// Little-endian bytes of a slice of elements (8 bytes each).
+pub fn elements_to_bytes(elements: &[Fp]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(elements.len() * ELEMENT_BYTES);
+    for e in elements {
+        out.extend_from_slice(&field::to_bytes(*e));
+    }
+    out
+}
+
+/// Elements from little-endian bytes; errors on a length that is not a multiple of 8
+/// or a non-canonical element.
+pub fn elements_from_bytes(bytes: &[u8]) -> Result<Vec<Fp>, BlockError> {
+    if bytes.len() % ELEMENT_BYTES != 0 {
+        return Err(BlockError::CodedLength {
+            got: bytes.len(),
+            expected: bytes.len().next_multiple_of(ELEMENT_BYTES),
+        });
+    }
+    bytes
+        .chunks_exact(ELEMENT_BYTES)
+        .enumerate()
+        .map(|(j, c)| {
+            let mut b = [0u8; ELEMENT_BYTES];
+            b.copy_from_slice(c);
+            field::from_bytes(b).ok_or(BlockError::NonCanonical(j))
+        })
+        .collect()
+}
+
+/// How a file of L bytes lies in blocks: n = ⌈L/β⌉ data blocks padded with zero
+/// blocks to N = 2^k (DESIGN §2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileLayout {
+    /// The block format.
+    pub format: BlockFormat,
+    /// File length L in bytes.
+    pub file_bytes: u64,
+    /// n, blocks holding file data.
+    pub data_blocks: u64,
+    /// k = log2 N.
+    pub log_blocks: u32,
+}
+
+impl FileLayout {
+    /// The layout of a file of `file_bytes` bytes; errors if it is empty or needs
+    /// more than `max_blocks` blocks (or more than 2^31).
+    pub fn new(format: BlockFormat, file_bytes: u64, max_blocks: u64) -> Result<Self, BlockError> {
+        if file_bytes == 0 {
+            return Err(BlockError::EmptyFile);
+        }
+        let n = file_bytes.div_ceil(format.block_bytes() as u64);
+        let max = max_blocks.min(1u64 << MAX_LOG_BLOCKS);
+        if n > max {
+            return Err(BlockError::FileTooLarge { bytes: file_bytes, blocks: n, max });
+        }
+        let log_blocks = n.next_power_of_two().trailing_zeros();
+        Ok(Self { format, file_bytes, data_blocks: n, log_blocks })
+    }
+
+    /// N = 2^k, the padded block count.
+    pub fn num_blocks(&self) -> u64 {
+        1u64 << self.log_blocks
+    }
+
+    /// The N blocks of `file` (β bytes each, the last data block and the padding
+    /// blocks zero-filled). Errors if `file` is not `file_bytes` long.
+    pub fn split(&self, file: &[u8]) -> Result<Vec<Vec<u8>>, BlockError> {
+        if file.len() as u64 != self.file_bytes {
+            return Err(BlockError::DataLength { got: file.len(), expected: self.file_bytes as usize });
+        }
+        let beta = self.format.block_bytes();
+        let mut blocks: Vec<Vec<u8>> = file
+            .chunks(beta)
+            .map(|c| {
+                let mut b = c.to_vec();
+                b.resize(beta, 0);
+                b
+            })
+            .collect();
+        blocks.resize(self.num_blocks() as usize, vec![0u8; beta]);
+        Ok(blocks)
+    }
+
+    /// The file from its N blocks: concatenated and cut to `file_bytes`.
+    pub fn join(&self, blocks: &[Vec<u8>]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.file_bytes as usize);
+        for b in blocks {
+            out.extend_from_slice(b);
+            if out.len() as u64 >= self.file_bytes {
+                break;
+            }
+        }
+        out.truncate(self.file_bytes as usize);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_round_trip() {
+        let f = BlockFormat::new(4096).unwrap();
+        assert_eq!(f.width(), 587);
+        assert_eq!(f.coded_block_bytes(), 4696);
+        let block: Vec<u8> = (0..4096u32).map(|i| (i * 31 % 251) as u8).collect();
+        let r = f.record(9, &block).unwrap();
+        assert_eq!(r.len(), 587);
+        assert_eq!(f.unrecord(&r).unwrap(), (9, block));
+    }
+
+    #[test]
+    fn bad_input_is_typed() {
+        assert_eq!(BlockFormat::new(0), Err(BlockError::BlockSize(0)));
+        let f = BlockFormat::new(10).unwrap();
+        assert_eq!(f.record(0, &[0u8; 9]), Err(BlockError::DataLength { got: 9, expected: 10 }));
+        let mut r = f.record(0, &[1u8; 10]).unwrap();
+        r[1] = Fp::from(1u64 << 56);
+        assert_eq!(f.unrecord(&r), Err(BlockError::BadPacking(1)));
+        let mut r = f.record(0, &[1u8; 10]).unwrap();
+        r[2] = Fp::from(0xFFFFu64); // bytes 7..14 but β = 10: bytes 10.. must be zero
+        assert_eq!(f.unrecord(&r), Err(BlockError::BadPacking(2)));
+        assert!(matches!(f.coded_from_bytes(&[0u8; 3]), Err(BlockError::CodedLength { .. })));
+        let mut bytes = vec![0u8; f.coded_block_bytes()];
+        bytes[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert_eq!(f.coded_from_bytes(&bytes), Err(BlockError::NonCanonical(1)));
+        assert_eq!(FileLayout::new(f, 0, 10), Err(BlockError::EmptyFile));
+        assert!(matches!(FileLayout::new(f, 101, 10), Err(BlockError::FileTooLarge { blocks: 11, .. })));
+    }
+
+    #[test]
+    fn layout_pads_to_power_of_two() {
+        let f = BlockFormat::new(4).unwrap();
+        let l = FileLayout::new(f, 9, 100).unwrap();
+        assert_eq!((l.data_blocks, l.num_blocks()), (3, 4));
+        let file: Vec<u8> = (1..=9).collect();
+        let blocks = l.split(&file).unwrap();
+        assert_eq!(blocks, vec![vec![1, 2, 3, 4], vec![5, 6, 7, 8], vec![9, 0, 0, 0], vec![0; 4]]);
+        assert_eq!(l.join(&blocks), file);
+        assert_eq!(FileLayout::new(f, 1, 1).unwrap().num_blocks(), 1);
+    }
+}

@@ -1,0 +1,238 @@
+//! The incrementally constructible code of §4.4–4.5 (Fig. 3–4).
+//!
+//! Blocks are vectors of field elements, encoded column by column (§4.6); here a
+//! sequence of blocks is a flat row-major slice `&[Fp]` of `blocks × width`
+//! elements, so the same functions run on records (width s) and on checksums
+//! (width ρ, which is how the owner checks a server-side rebuild, §5.3).
+//!
+//! A *run* of level ℓ (or C, the top level) holds `2^(ℓ+1)` coded blocks laid out
+//! `[X | Y]`. With m = 2^ℓ blocks D_0..D_{m−1} in write order, written at times
+//! t0..t0+m−1 since the last C-rebuild, and P(x) = Σ_r D_r·x^{ψ_ℓ(r)} (coefficients in
+//! bit-reversed write order), X[i] = P(ω^{2i}) and Y[i] = c·P(ω^{2i+1}) with ω a
+//! primitive 2m-th root of unity and c = w^{ψ_k(t0)} ([`y_scale`]): a rate-1/2
+//! Reed–Solomon codeword, so any m of the 2m coded blocks recover the data
+//! ([`crate::decode`]). Tests check this against ark-poly's FFT and against the
+//! generator matrix.
+
+use crate::field::{root_of_unity, Fp};
+use ark_ff::Field;
+use thiserror::Error;
+
+/// Errors from the code's functions: shapes that do not match.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum CodeError {
+    /// A slice's length is not `blocks × width` for the required block count.
+    #[error("expected {expected_blocks} blocks of width {width} ({} elements), got {got} elements", expected_blocks * width)]
+    Shape {
+        /// Blocks required.
+        expected_blocks: usize,
+        /// Elements per block.
+        width: usize,
+        /// Elements received.
+        got: usize,
+    },
+    /// A size that must be a power of two (≥ 2 for `mix`) is not.
+    #[error("{0} blocks is not a power of two of at least 2")]
+    NotPowerOfTwo(usize),
+    /// The level's size exceeds the field's two-adicity.
+    #[error("level too large for the field")]
+    TooLarge,
+    /// HAdd was given consumed levels that do not match the write counter.
+    #[error("write counter {t} needs levels 0..{needed} consumed, got {got}")]
+    Levels {
+        /// The write counter.
+        t: u64,
+        /// Levels to consume (= trailing ones of t).
+        needed: u32,
+        /// Levels given.
+        got: usize,
+    },
+    /// The width is zero.
+    #[error("block width is zero")]
+    ZeroWidth,
+}
+
+/// ψ: the bit reversal of the low `bits` bits of `x`.
+pub fn bit_reverse(x: u64, bits: u32) -> u64 {
+    if bits == 0 {
+        0
+    } else {
+        x.reverse_bits() >> (64 - bits)
+    }
+}
+
+/// w^{ψ_k(t)}: the factor HAdd multiplies a block written at time `t` (writes since
+/// the last C-rebuild, 0 ≤ t < N) by before it enters the Y half (Fig. 4), where w is
+/// a primitive 2N-th root of unity and N = 2^`log_blocks`.
+pub fn twist(t: u64, log_blocks: u32) -> Result<Fp, CodeError> {
+    let w = root_of_unity(log_blocks + 1).ok_or(CodeError::TooLarge)?;
+    Ok(w.pow([bit_reverse(t, log_blocks)]))
+}
+
+/// The scalar c on the Y half of a run whose first block was written at time `t0`
+/// (c = w^{ψ_k(t0)}; 1 for C, whose blocks count as written at times 0..N−1).
+pub fn y_scale(t0: u64, log_blocks: u32) -> Result<Fp, CodeError> {
+    twist(t0, log_blocks)
+}
+
+/// The level HAdd fills when the write counter is `t`: the first empty level,
+/// i.e. the number of trailing one bits of t (H is a binary counter).
+pub fn target_level(t: u64) -> u32 {
+    t.trailing_ones()
+}
+
+/// The time t0 of the first write held by level `level` when the counter is `t`
+/// (bit `level` of t must be set): t with its low `level + 1` bits cleared.
+pub fn level_start(t: u64, level: u32) -> u64 {
+    let mask = (1u64 << (level + 1)).wrapping_sub(1);
+    t & !mask
+}
+
+fn check_blocks(buf: &[Fp], blocks: usize, width: usize) -> Result<(), CodeError> {
+    if width == 0 {
+        return Err(CodeError::ZeroWidth);
+    }
+    if buf.len() != blocks * width {
+        return Err(CodeError::Shape { expected_blocks: blocks, width, got: buf.len() });
+    }
+    Ok(())
+}
+
+/// `mix(A0, A1)` of Fig. 4, in place: `buf = [A0 | A1]` (A0 the older array, A1 the
+/// newer, m = 2^ℓ blocks each) becomes A with A[i] = A0[i] + ν^i·A1[i] and
+/// A[i+m] = A0[i] − ν^i·A1[i], ν a primitive 2m-th root of unity. This is one
+/// radix-2 decimation-in-time butterfly stage on whole blocks.
+///
+/// Errors if `buf` is not 2m blocks of `width` elements with m a power of two.
+pub fn mix(buf: &mut [Fp], width: usize) -> Result<(), CodeError> {
+    if width == 0 {
+        return Err(CodeError::ZeroWidth);
+    }
+    let blocks = buf.len() / width;
+    if buf.len() % width != 0 || blocks < 2 || !blocks.is_power_of_two() {
+        return Err(CodeError::NotPowerOfTwo(blocks));
+    }
+    let nu = root_of_unity(blocks.trailing_zeros()).ok_or(CodeError::TooLarge)?;
+    mix_unchecked(buf, width, nu);
+    Ok(())
+}
+
+/// The butterfly loop of [`mix`] with ν given; `buf.len()` is `2m·width`.
+fn mix_unchecked(buf: &mut [Fp], width: usize, nu: Fp) {
+    let half = buf.len() / 2;
+    let (a0, a1) = buf.split_at_mut(half);
+    // i = 0: ν^0 = 1, no multiplication.
+    for (a, b) in a0[..width].iter_mut().zip(a1[..width].iter_mut()) {
+        let t = *b;
+        *b = *a - t;
+        *a += t;
+    }
+    let mut tw = nu;
+    for (x, y) in a0.chunks_exact_mut(width).zip(a1.chunks_exact_mut(width)).skip(1) {
+        for (a, b) in x.iter_mut().zip(y.iter_mut()) {
+            let t = *b * tw;
+            *b = *a - t;
+            *a += t;
+        }
+        tw *= nu;
+    }
+}
+
+/// `HRebuildX`/`HRebuildY` of Fig. 4 on one half: from the halves of the consumed
+/// levels `older` (level ℓ−1 first, down to level 0; level j has 2^j blocks) and the
+/// new block `newest` (one block, already multiplied by w^{ψ(t)} for the Y half),
+/// the new level's half of 2^ℓ blocks:
+/// `mix(X_{ℓ−1}, mix(X_{ℓ−2}, … mix(X_0, B)))`.
+///
+/// Errors if a part has the wrong number of elements.
+pub fn h_rebuild_half(older: &[&[Fp]], newest: &[Fp], width: usize) -> Result<Vec<Fp>, CodeError> {
+    let level = older.len();
+    check_blocks(newest, 1, width)?;
+    for (i, part) in older.iter().enumerate() {
+        check_blocks(part, 1usize << (level - 1 - i), width)?;
+    }
+    let total = (1usize << level) * width;
+    let mut buf = Vec::with_capacity(total);
+    for part in older {
+        buf.extend_from_slice(part);
+    }
+    buf.extend_from_slice(newest);
+    // Mix from the tail: the last 2, 4, …, 2^ℓ blocks.
+    for j in 0..level {
+        let span = (2usize << j) * width;
+        let nu = root_of_unity(j as u32 + 1).ok_or(CodeError::TooLarge)?;
+        let start = total - span;
+        mix_unchecked(&mut buf[start..], width, nu);
+    }
+    Ok(buf)
+}
+
+/// `HAdd(B)` of Fig. 4: the run (`[X | Y]`, 2^(ℓ+1) blocks) of level ℓ =
+/// [`target_level`]`(t)` built from the new block `record` written at time `t`
+/// (0 ≤ t < N = 2^`log_blocks`) and the runs of levels 0..ℓ−1, which it consumes
+/// (`consumed[j]` is level j's run, 2^(j+1) blocks). The caller empties levels 0..ℓ−1.
+///
+/// Errors if the runs given do not match t or have the wrong shapes.
+pub fn h_add(
+    t: u64,
+    log_blocks: u32,
+    record: &[Fp],
+    consumed: &[&[Fp]],
+    width: usize,
+) -> Result<Vec<Fp>, CodeError> {
+    let level = target_level(t);
+    if consumed.len() != level as usize {
+        return Err(CodeError::Levels { t, needed: level, got: consumed.len() });
+    }
+    check_blocks(record, 1, width)?;
+    let mut xs = Vec::with_capacity(consumed.len());
+    let mut ys = Vec::with_capacity(consumed.len());
+    for (j, run) in consumed.iter().enumerate().rev() {
+        check_blocks(run, 2usize << j, width)?;
+        let (x, y) = run.split_at(run.len() / 2);
+        xs.push(x);
+        ys.push(y);
+    }
+    let tw = twist(t, log_blocks)?;
+    let twisted: Vec<Fp> = record.iter().map(|e| *e * tw).collect();
+    let mut run = h_rebuild_half(&xs, record, width)?;
+    run.extend(h_rebuild_half(&ys, &twisted, width)?);
+    Ok(run)
+}
+
+/// `CRebuild` (encode): C, the run of 2N blocks `[X | Y]` encoding the N records of
+/// U in index order as the top level (block r counts as written at time r), so
+/// X[i] = P(ω^{2i}), Y[i] = P(ω^{2i+1}) with P(x) = Σ_r U[r]·x^{ψ_k(r)}, ω = w.
+///
+/// Errors if `records` is not N = 2^`log_blocks` blocks of `width`.
+pub fn c_rebuild(records: &[Fp], log_blocks: u32, width: usize) -> Result<Vec<Fp>, CodeError> {
+    let n = 1usize.checked_shl(log_blocks).ok_or(CodeError::TooLarge)?;
+    check_blocks(records, n, width)?;
+    let w = root_of_unity(log_blocks + 1).ok_or(CodeError::TooLarge)?;
+    let mut run = Vec::with_capacity(2 * records.len());
+    run.extend_from_slice(records);
+    // Y half input: U[r]·w^{ψ_k(r)}.
+    for (r, rec) in records.chunks_exact(width).enumerate() {
+        let tw = w.pow([bit_reverse(r as u64, log_blocks)]);
+        run.extend(rec.iter().map(|e| *e * tw));
+    }
+    let (x, y) = run.split_at_mut(records.len());
+    dit_in_place(x, width)?;
+    dit_in_place(y, width)?;
+    Ok(run)
+}
+
+/// The whole-array transform HRebuild performs incrementally: iterative mixes of
+/// sizes 2, 4, …, over blocks in write order (a decimation-in-time FFT on whole blocks).
+fn dit_in_place(buf: &mut [Fp], width: usize) -> Result<(), CodeError> {
+    let blocks = buf.len() / width;
+    let mut span = 2;
+    while span <= blocks {
+        let nu = root_of_unity(span.trailing_zeros()).ok_or(CodeError::TooLarge)?;
+        for group in buf.chunks_exact_mut(span * width) {
+            mix_unchecked(group, width, nu);
+        }
+        span *= 2;
+    }
+    Ok(())
+}

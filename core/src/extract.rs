@@ -1,0 +1,108 @@
+//! Extraction (§3, DESIGN §6): the newest version of every block, and so the file,
+//! from C and the filled levels of H alone, each possibly missing up to half of its
+//! coded blocks. This is what retrievability means.
+//!
+//! C decodes to U as of the last C-rebuild (records in index order); each filled
+//! level decodes to the records written in its window, in write order. Applying the
+//! levels from the oldest (highest ℓ) to the newest (level 0) replays every write
+//! since the rebuild.
+
+use crate::audit::RunTag;
+use crate::block::{BlockError, BlockFormat};
+use crate::code::{level_start, y_scale, CodeError};
+use crate::decode::{decode_run, DecodeError};
+use crate::field::Fp;
+use thiserror::Error;
+
+/// Errors of extraction.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ExtractError {
+    /// A run could not be decoded.
+    #[error("run {tag}: {source}")]
+    Decode {
+        /// The run.
+        tag: RunTag,
+        /// Why.
+        source: DecodeError,
+    },
+    /// A decoded record is not valid data.
+    #[error("run {tag}: {source}")]
+    Record {
+        /// The run.
+        tag: RunTag,
+        /// Why.
+        source: BlockError,
+    },
+    /// A decoded record names an index that cannot be there.
+    #[error("run {tag}: record names block {index}, expected {expected}")]
+    RecordIndex {
+        /// The run.
+        tag: RunTag,
+        /// Index found.
+        index: u64,
+        /// Index expected (or N for "any below N").
+        expected: u64,
+    },
+    /// The levels given are not exactly the filled levels of t.
+    #[error("write count {t} fills levels {expected:?}, got {got:?}")]
+    Levels {
+        /// t.
+        t: u64,
+        /// The filled levels.
+        expected: Vec<u32>,
+        /// The levels given.
+        got: Vec<u32>,
+    },
+    /// A bad shape.
+    #[error(transparent)]
+    Code(#[from] CodeError),
+}
+
+/// The coded blocks present of one run: `(position, block of s elements)`.
+pub type Present<'a> = Vec<(u64, &'a [Fp])>;
+
+/// The N newest data blocks (β bytes each, index order) from the blocks present of
+/// C and of every filled level (`levels`: `(ℓ, present)`, any order), for a file of
+/// N = 2^`log_blocks` blocks with write counter `write_count`.
+pub fn extract(
+    format: &BlockFormat,
+    log_blocks: u32,
+    write_count: u64,
+    c: &Present<'_>,
+    levels: &[(u32, Present<'_>)],
+) -> Result<Vec<Vec<u8>>, ExtractError> {
+    let n = 1u64 << log_blocks;
+    let width = format.width();
+    let expected: Vec<u32> = (0..log_blocks).filter(|l| (write_count >> l) & 1 == 1).collect();
+    let mut got: Vec<u32> = levels.iter().map(|l| l.0).collect();
+    got.sort_unstable();
+    if got != expected || write_count >= n {
+        return Err(ExtractError::Levels { t: write_count, expected, got });
+    }
+
+    let records = decode_run(2 * n, width, Fp::from(1u64), c)
+        .map_err(|source| ExtractError::Decode { tag: RunTag::C, source })?;
+    let mut u = Vec::with_capacity(n as usize);
+    for (r, rec) in records.chunks_exact(width).enumerate() {
+        let (index, data) = format.unrecord(rec).map_err(|source| ExtractError::Record { tag: RunTag::C, source })?;
+        if index != r as u64 {
+            return Err(ExtractError::RecordIndex { tag: RunTag::C, index, expected: r as u64 });
+        }
+        u.push(data);
+    }
+
+    let mut sorted: Vec<&(u32, Present<'_>)> = levels.iter().collect();
+    sorted.sort_by(|a, b| b.0.cmp(&a.0)); // oldest window first
+    for (level, present) in sorted {
+        let tag = RunTag::level(*level);
+        let scale = y_scale(level_start(write_count, *level), log_blocks)?;
+        let records = decode_run(2u64 << level, width, scale, present)
+            .map_err(|source| ExtractError::Decode { tag, source })?;
+        for rec in records.chunks_exact(width) {
+            let (index, data) = format.unrecord(rec).map_err(|source| ExtractError::Record { tag, source })?;
+            let slot = u.get_mut(index as usize).ok_or(ExtractError::RecordIndex { tag, index, expected: n })?;
+            *slot = data;
+        }
+    }
+    Ok(u)
+}

@@ -1,0 +1,100 @@
+//! The prime field: Goldilocks, p = 2^64 − 2^32 + 1.
+//!
+//! Chosen because its two-adicity is 32 (FFTs up to 2^32 points, so files up to
+//! 2^31 blocks), an element fits one 64-bit limb, and 7 data bytes always fit below p.
+//! The paper (§4.6) uses p = 3·2^30 + 1; any prime with 2N | p − 1 works.
+//! Wire and disk form: the canonical value as 8 bytes little-endian (ENCODING.md §1).
+
+use ark_ff::fields::{Fp64, MontBackend, MontConfig};
+use ark_ff::{BigInteger, FftField, Field, PrimeField};
+
+/// ark-ff Montgomery configuration of Goldilocks (generator 7 of the multiplicative group).
+#[derive(MontConfig)]
+#[modulus = "18446744069414584321"]
+#[generator = "7"]
+pub struct GoldilocksConfig;
+
+/// A Goldilocks field element.
+pub type Fp = Fp64<MontBackend<GoldilocksConfig, 1>>;
+
+/// The modulus p as an integer.
+pub const MODULUS: u64 = 0xFFFF_FFFF_0000_0001;
+
+/// Largest supported log2 of an FFT size (the field's two-adicity).
+pub const TWO_ADICITY: u32 = 32;
+
+/// Bytes of one element in canonical little-endian form.
+pub const ELEMENT_BYTES: usize = 8;
+
+/// A primitive `2^log_n`-th root of unity, for `log_n ≤ 32`.
+///
+/// Returns `None` past the two-adicity.
+pub fn root_of_unity(log_n: u32) -> Option<Fp> {
+    if log_n > TWO_ADICITY {
+        return None;
+    }
+    let mut w = Fp::TWO_ADIC_ROOT_OF_UNITY;
+    for _ in log_n..TWO_ADICITY {
+        w.square_in_place();
+    }
+    Some(w)
+}
+
+/// Canonical 8-byte little-endian encoding of `x`.
+pub fn to_bytes(x: Fp) -> [u8; ELEMENT_BYTES] {
+    let v = x.into_bigint().0[0];
+    v.to_le_bytes()
+}
+
+/// The element encoded by 8 little-endian bytes, or `None` if the value is ≥ p
+/// (non-canonical: such bytes never come from an honest encoder).
+pub fn from_bytes(b: [u8; ELEMENT_BYTES]) -> Option<Fp> {
+    let v = u64::from_le_bytes(b);
+    if v >= MODULUS {
+        return None;
+    }
+    Some(Fp::from(v))
+}
+
+/// The canonical integer value of `x` (in `0..p`).
+pub fn to_u64(x: Fp) -> u64 {
+    x.into_bigint().0[0]
+}
+
+/// Big-endian 32-byte form of `x`'s canonical value (used by tests against ABI words).
+pub fn to_be32(x: Fp) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    let be = x.into_bigint().to_bytes_be();
+    out[32 - be.len()..].copy_from_slice(&be);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roots_have_exact_order() {
+        for log_n in 0..=TWO_ADICITY {
+            let w = root_of_unity(log_n).unwrap();
+            let n = 1u64 << log_n;
+            assert_eq!(w.pow([n]), Fp::from(1u64), "w^n = 1 for log_n {log_n}");
+            if log_n > 0 {
+                assert_ne!(w.pow([n / 2]), Fp::from(1u64), "order exactly n for log_n {log_n}");
+            }
+        }
+        assert!(root_of_unity(33).is_none());
+    }
+
+    #[test]
+    fn bytes_round_trip_and_reject_non_canonical() {
+        for v in [0u64, 1, 7, 1 << 56, MODULUS - 1] {
+            let x = Fp::from(v);
+            assert_eq!(to_u64(x), v);
+            assert_eq!(from_bytes(to_bytes(x)), Some(x));
+        }
+        assert_eq!(from_bytes(MODULUS.to_le_bytes()), None);
+        assert_eq!(from_bytes(u64::MAX.to_le_bytes()), None);
+        assert_eq!(to_be32(Fp::from(0x0102u64))[30..], [1, 2]);
+    }
+}

@@ -1,0 +1,33 @@
+//! # dpor-core
+//!
+//! The pure core of a dynamic proof-of-retrievability system after Shi, Stefanov and
+//! Papamanthou, *Practical Dynamic Proofs of Retrievability* (CCS 2013), audited on
+//! an EVM chain. Everything the storage node, the owner and the auditors must agree
+//! on is defined here once: no I/O, no async, no networking, no chain client.
+//!
+//! - [`field`]: Goldilocks via ark-ff.
+//! - [`block`]: blocks, records (index + packed bytes), file layout.
+//! - [`code`]: the incrementally constructible code: `mix`, `HRebuild`, `HAdd`, `CRebuild` (§4.4–4.5).
+//! - [`decode`]: erasure decoding of a run from any half of it.
+//! - [`state`]: the server state U, C, H as a value that writes update (§4.1).
+//! - [`extract`]: the newest file from C and H alone.
+//! - [`checksum`]: the owner's keys, σ(B) = M·B, σ̃ = AEAD(σ) (§5.2–5.4).
+//! - [`merkle`]: keccak256 trees: block roots over chunks, run trees, the U tree.
+//! - [`digest`]: the dual-signed EIP-712 digest (DESIGN §7).
+//! - [`audit`]: positions from a seed, public audit and spot-check verification.
+//!
+//! Byte encodings shared with the contracts are specified in `docs/ENCODING.md`.
+
+pub mod audit;
+pub mod block;
+pub mod checksum;
+pub mod code;
+pub mod decode;
+pub mod digest;
+pub mod extract;
+pub mod field;
+pub mod merkle;
+pub mod state;
+
+pub use block::{BlockFormat, FileLayout};
+pub use field::Fp;

@@ -1,0 +1,313 @@
+//! keccak256 Merkle trees (ENCODING.md §2–4): block roots over 128-byte chunks, run
+//! trees over coded blocks, and the U tree.
+//!
+//! All trees are complete binary trees over a power-of-two number of leaves. Leaves
+//! and nodes are domain-separated by a leading byte (0x00 chunk leaf, 0x01 node,
+//! 0x02 run leaf, 0x03 U leaf). A path lists the siblings from the leaf up; bit i of
+//! the leaf index says whether the node at height i is a right child.
+
+use alloy_primitives::{keccak256, B256};
+use thiserror::Error;
+
+/// Bytes of one chunk of a block (ENCODING.md §2): a chunk leaf's input (129 bytes)
+/// fits one keccak-f permutation (rate 136 bytes).
+pub const CHUNK_BYTES: usize = 128;
+
+/// Domain byte of a chunk leaf.
+pub const TAG_CHUNK: u8 = 0x00;
+/// Domain byte of an inner node.
+pub const TAG_NODE: u8 = 0x01;
+/// Domain byte of a run (C or level) leaf.
+pub const TAG_RUN_LEAF: u8 = 0x02;
+/// Domain byte of a U leaf.
+pub const TAG_U_LEAF: u8 = 0x03;
+
+/// Errors of Merkle path verification and tree building.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum MerkleError {
+    /// A leaf index is outside the tree.
+    #[error("leaf {index} is outside a tree of {leaves} leaves")]
+    Index {
+        /// The index.
+        index: u64,
+        /// Leaves in the tree.
+        leaves: u64,
+    },
+    /// A path has the wrong number of siblings.
+    #[error("path has {got} siblings, the tree has depth {expected}")]
+    PathLength {
+        /// Siblings given.
+        got: usize,
+        /// The depth.
+        expected: u32,
+    },
+    /// The path does not lead to the root.
+    #[error("Merkle path does not match the root")]
+    Mismatch,
+    /// A tree needs a power-of-two number of leaves, at least one.
+    #[error("{0} leaves is not a power of two")]
+    LeafCount(usize),
+}
+
+/// An inner node: `keccak256(0x01 ‖ left ‖ right)`.
+pub fn node(left: &B256, right: &B256) -> B256 {
+    let mut buf = [0u8; 65];
+    buf[0] = TAG_NODE;
+    buf[1..33].copy_from_slice(left.as_slice());
+    buf[33..].copy_from_slice(right.as_slice());
+    keccak256(buf)
+}
+
+/// A chunk leaf: `keccak256(0x00 ‖ chunk)`, the chunk zero-padded to 128 bytes.
+pub fn chunk_leaf(chunk: &[u8]) -> B256 {
+    let mut buf = [0u8; 1 + CHUNK_BYTES];
+    buf[0] = TAG_CHUNK;
+    let n = chunk.len().min(CHUNK_BYTES);
+    buf[1..1 + n].copy_from_slice(&chunk[..n]);
+    keccak256(buf)
+}
+
+/// A run leaf: `keccak256(0x02 ‖ u64be(position) ‖ blockRoot)`.
+pub fn run_leaf(position: u64, block_root: &B256) -> B256 {
+    let mut buf = [0u8; 41];
+    buf[0] = TAG_RUN_LEAF;
+    buf[1..9].copy_from_slice(&position.to_be_bytes());
+    buf[9..].copy_from_slice(block_root.as_slice());
+    keccak256(buf)
+}
+
+/// A U leaf: `keccak256(0x03 ‖ u64be(index) ‖ blockRoot ‖ σ̃)`, σ̃ the 32-byte
+/// encrypted checksum.
+pub fn u_leaf(index: u64, block_root: &B256, sealed_checksum: &[u8; 32]) -> B256 {
+    let mut buf = [0u8; 73];
+    buf[0] = TAG_U_LEAF;
+    buf[1..9].copy_from_slice(&index.to_be_bytes());
+    buf[9..41].copy_from_slice(block_root.as_slice());
+    buf[41..].copy_from_slice(sealed_checksum);
+    keccak256(buf)
+}
+
+/// Chunks of a block of `bytes` bytes: ⌈bytes/128⌉ (at least 1).
+pub fn chunk_count(bytes: usize) -> usize {
+    bytes.div_ceil(CHUNK_BYTES).max(1)
+}
+
+/// Depth of a block's chunk tree: ⌈log2 chunks⌉.
+pub fn chunk_depth(bytes: usize) -> u32 {
+    chunk_count(bytes).next_power_of_two().trailing_zeros()
+}
+
+/// A complete binary tree kept whole: `layers[0]` the leaves, the last layer the root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MerkleTree {
+    layers: Vec<Vec<B256>>,
+}
+
+impl MerkleTree {
+    /// The tree over `leaves` (a power of two, at least 1).
+    pub fn new(leaves: Vec<B256>) -> Result<Self, MerkleError> {
+        if leaves.is_empty() || !leaves.len().is_power_of_two() {
+            return Err(MerkleError::LeafCount(leaves.len()));
+        }
+        let mut layers = vec![leaves];
+        while let Some(last) = layers.last() {
+            if last.len() == 1 {
+                break;
+            }
+            let next: Vec<B256> = last.chunks_exact(2).map(|p| node(&p[0], &p[1])).collect();
+            layers.push(next);
+        }
+        Ok(Self { layers })
+    }
+
+    /// The tree over leaves padded with `B256::ZERO` to the next power of two.
+    fn padded(mut leaves: Vec<B256>) -> Self {
+        let n = leaves.len().max(1).next_power_of_two();
+        leaves.resize(n, B256::ZERO);
+        let mut layers = vec![leaves];
+        while let Some(last) = layers.last() {
+            if last.len() == 1 {
+                break;
+            }
+            let next: Vec<B256> = last.chunks_exact(2).map(|p| node(&p[0], &p[1])).collect();
+            layers.push(next);
+        }
+        Self { layers }
+    }
+
+    /// The root.
+    pub fn root(&self) -> B256 {
+        self.layers.last().and_then(|l| l.first()).copied().unwrap_or(B256::ZERO)
+    }
+
+    /// Number of leaves.
+    pub fn len(&self) -> u64 {
+        self.layers[0].len() as u64
+    }
+
+    /// Always false: a tree has at least one leaf.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The depth (log2 of the leaf count).
+    pub fn depth(&self) -> u32 {
+        (self.layers.len() - 1) as u32
+    }
+
+    /// Leaf `index`.
+    pub fn leaf(&self, index: u64) -> Option<B256> {
+        self.layers[0].get(index as usize).copied()
+    }
+
+    /// The path of leaf `index` (siblings from the leaf up).
+    pub fn path(&self, index: u64) -> Result<Vec<B256>, MerkleError> {
+        if index >= self.len() {
+            return Err(MerkleError::Index { index, leaves: self.len() });
+        }
+        let mut i = index as usize;
+        let mut out = Vec::with_capacity(self.layers.len() - 1);
+        for layer in &self.layers[..self.layers.len() - 1] {
+            out.push(layer[i ^ 1]);
+            i >>= 1;
+        }
+        Ok(out)
+    }
+
+    /// Replaces leaf `index` and updates the nodes above it (O(depth)).
+    pub fn set_leaf(&mut self, index: u64, leaf: B256) -> Result<(), MerkleError> {
+        if index >= self.len() {
+            return Err(MerkleError::Index { index, leaves: self.len() });
+        }
+        let mut i = index as usize;
+        self.layers[0][i] = leaf;
+        for h in 1..self.layers.len() {
+            let (lo, hi) = self.layers.split_at_mut(h);
+            let below = &lo[h - 1];
+            let pair = i & !1;
+            i >>= 1;
+            hi[0][i] = node(&below[pair], &below[pair + 1]);
+        }
+        Ok(())
+    }
+}
+
+/// The root a path leads to from `leaf` at `index` (no check of the path's length).
+pub fn root_from_path(leaf: B256, index: u64, path: &[B256]) -> B256 {
+    let mut acc = leaf;
+    for (h, sib) in path.iter().enumerate() {
+        acc = if (index >> h) & 1 == 1 { node(sib, &acc) } else { node(&acc, sib) };
+    }
+    acc
+}
+
+/// Checks that `leaf` sits at `index` of a tree of depth `depth` with root `root`.
+///
+/// Errors: index out of range, a path of the wrong length, or a mismatch.
+pub fn verify_path(root: &B256, depth: u32, index: u64, leaf: B256, path: &[B256]) -> Result<(), MerkleError> {
+    if depth >= 64 || index >> depth != 0 {
+        return Err(MerkleError::Index { index, leaves: 1u64.checked_shl(depth).unwrap_or(u64::MAX) });
+    }
+    if path.len() != depth as usize {
+        return Err(MerkleError::PathLength { got: path.len(), expected: depth });
+    }
+    if root_from_path(leaf, index, path) == *root {
+        Ok(())
+    } else {
+        Err(MerkleError::Mismatch)
+    }
+}
+
+/// The chunk tree of a block (its chunk leaves padded with zero leaves).
+pub fn chunk_tree(block: &[u8]) -> MerkleTree {
+    let leaves: Vec<B256> = if block.is_empty() {
+        vec![chunk_leaf(&[])]
+    } else {
+        block.chunks(CHUNK_BYTES).map(chunk_leaf).collect()
+    };
+    MerkleTree::padded(leaves)
+}
+
+/// The block root of a block's bytes (ENCODING.md §2).
+pub fn block_root(block: &[u8]) -> B256 {
+    chunk_tree(block).root()
+}
+
+/// The 128-byte chunk `index` of a block (zero-padded) with its chunk path.
+pub fn chunk_proof(block: &[u8], index: u64) -> Result<([u8; CHUNK_BYTES], Vec<B256>), MerkleError> {
+    let count = chunk_count(block.len()) as u64;
+    if index >= count {
+        return Err(MerkleError::Index { index, leaves: count });
+    }
+    let tree = chunk_tree(block);
+    let mut chunk = [0u8; CHUNK_BYTES];
+    let start = index as usize * CHUNK_BYTES;
+    let end = (start + CHUNK_BYTES).min(block.len());
+    chunk[..end - start].copy_from_slice(&block[start..end]);
+    Ok((chunk, tree.path(index)?))
+}
+
+/// Checks a chunk against a block root, for a block of `block_bytes` bytes.
+pub fn verify_chunk(
+    block_root: &B256,
+    block_bytes: usize,
+    index: u64,
+    chunk: &[u8; CHUNK_BYTES],
+    path: &[B256],
+) -> Result<(), MerkleError> {
+    let count = chunk_count(block_bytes) as u64;
+    if index >= count {
+        return Err(MerkleError::Index { index, leaves: count });
+    }
+    verify_path(block_root, chunk_depth(block_bytes), index, chunk_leaf(chunk), path)
+}
+
+/// The tree of a run from its coded blocks' bytes (one per position).
+pub fn run_tree<B: AsRef<[u8]>>(coded_blocks: &[B]) -> Result<MerkleTree, MerkleError> {
+    MerkleTree::new(
+        coded_blocks
+            .iter()
+            .enumerate()
+            .map(|(p, b)| run_leaf(p as u64, &block_root(b.as_ref())))
+            .collect(),
+    )
+}
+
+/// The U tree from the data blocks and their encrypted checksums.
+pub fn u_tree<B: AsRef<[u8]>>(blocks: &[B], sealed: &[[u8; 32]]) -> Result<MerkleTree, MerkleError> {
+    if blocks.len() != sealed.len() {
+        return Err(MerkleError::LeafCount(sealed.len()));
+    }
+    MerkleTree::new(
+        blocks
+            .iter()
+            .zip(sealed)
+            .enumerate()
+            .map(|(i, (b, s))| u_leaf(i as u64, &block_root(b.as_ref()), s))
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunk_sizes() {
+        assert_eq!(chunk_count(4096), 32);
+        assert_eq!(chunk_count(4696), 37);
+        assert_eq!(chunk_depth(4696), 6);
+        assert_eq!(chunk_depth(4096), 5);
+        assert_eq!(chunk_depth(1), 0);
+    }
+
+    #[test]
+    fn set_leaf_matches_rebuild() {
+        let leaves: Vec<B256> = (0..8u8).map(|i| keccak256([i])).collect();
+        let mut t = MerkleTree::new(leaves.clone()).unwrap();
+        t.set_leaf(5, keccak256([99])).unwrap();
+        let mut l2 = leaves;
+        l2[5] = keccak256([99]);
+        assert_eq!(t, MerkleTree::new(l2).unwrap());
+    }
+}

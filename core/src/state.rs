@@ -1,0 +1,237 @@
+//! The server state U, C, H (§4.1, Fig. 1) as a value that a write sequence updates.
+//!
+//! - U: the N up-to-date data blocks (β bytes each), for reads.
+//! - C: the coded copy of U as of the last C-rebuild (2N coded blocks).
+//! - H: levels 0..k−1; level ℓ, when filled, is a run of 2^(ℓ+1) coded blocks
+//!   encoding the 2^ℓ records written in one aligned window since the last C-rebuild.
+//!
+//! Write t (0 ≤ t < N, counted since the last C-rebuild) sets U[i] and runs HAdd,
+//! which fills level [`target_level`]`(t)` and empties the levels below; the N-th
+//! write instead rebuilds C from U and empties H (the paper's top level k is exactly
+//! that rebuild, so levels here are 0..k−1). The node keeps the same state on disk;
+//! this type is the reference it is tested against, and what the property tests run.
+
+use crate::audit::RunTag;
+use crate::block::{BlockError, BlockFormat, FileLayout};
+use crate::code::{self, target_level, CodeError};
+use crate::field::Fp;
+use thiserror::Error;
+
+/// Errors of state operations.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum StateError {
+    /// A block index ≥ N.
+    #[error("block index {index} is out of range (N = {num_blocks})")]
+    Index {
+        /// The index.
+        index: u64,
+        /// N.
+        num_blocks: u64,
+    },
+    /// A level number ≥ k (levels are 0..k−1; level k is C).
+    #[error("level {level} is past the top level {} (k = {log_blocks})", log_blocks.saturating_sub(1))]
+    Level {
+        /// The level.
+        level: u32,
+        /// k.
+        log_blocks: u32,
+    },
+    /// A block's bytes were wrong.
+    #[error(transparent)]
+    Block(#[from] BlockError),
+    /// The code rejected a shape (an internal inconsistency).
+    #[error(transparent)]
+    Code(#[from] CodeError),
+}
+
+/// An immutable run: C or a level of H, named by its tag and build time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    /// Which run.
+    pub tag: RunTag,
+    /// Total writes (rebuilds·N + t) when it was built: with the tag, names the run.
+    pub built_at: u64,
+    /// The coded blocks, `[X | Y]`, flat (`size × width` elements).
+    pub blocks: Vec<Fp>,
+}
+
+impl Run {
+    /// Coded blocks in the run, given the width.
+    pub fn size(&self, width: usize) -> u64 {
+        (self.blocks.len() / width.max(1)) as u64
+    }
+
+    /// Coded block `position`, or `None` past the end.
+    pub fn block(&self, position: u64, width: usize) -> Option<&[Fp]> {
+        let start = (position as usize).checked_mul(width)?;
+        self.blocks.get(start..start + width)
+    }
+}
+
+/// What a write with counter `t` does to H and C.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteStep {
+    /// HAdd fills this level, emptying the levels below it.
+    Level(u32),
+    /// The N-th write since the last rebuild: C ← encode(U), H emptied.
+    CRebuild,
+}
+
+/// The step of the write with counter `t` in a file of N = 2^`log_blocks` blocks.
+pub fn write_step(t: u64, log_blocks: u32) -> WriteStep {
+    let level = target_level(t);
+    if level >= log_blocks {
+        WriteStep::CRebuild
+    } else {
+        WriteStep::Level(level)
+    }
+}
+
+/// The whole server state of one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerState {
+    format: BlockFormat,
+    log_blocks: u32,
+    u: Vec<Vec<u8>>,
+    c: Run,
+    levels: Vec<Option<Run>>,
+    write_count: u64,
+    rebuild_count: u64,
+}
+
+impl ServerState {
+    /// Init: U = `blocks` (N = 2^k blocks of β bytes), C = encode(U), H empty.
+    pub fn new(format: BlockFormat, blocks: Vec<Vec<u8>>) -> Result<Self, StateError> {
+        let n = blocks.len() as u64;
+        if n == 0 || !n.is_power_of_two() {
+            return Err(CodeError::NotPowerOfTwo(blocks.len()).into());
+        }
+        let log_blocks = n.trailing_zeros();
+        let c = Run { tag: RunTag::C, built_at: 0, blocks: encode_u(&format, log_blocks, &blocks)? };
+        Ok(Self {
+            format,
+            log_blocks,
+            u: blocks,
+            c,
+            levels: vec![None; log_blocks as usize],
+            write_count: 0,
+            rebuild_count: 0,
+        })
+    }
+
+    /// Init from a file's bytes laid out by `layout`.
+    pub fn from_file(layout: &FileLayout, file: &[u8]) -> Result<Self, StateError> {
+        Self::new(layout.format, layout.split(file)?)
+    }
+
+    /// The block format.
+    pub fn format(&self) -> &BlockFormat {
+        &self.format
+    }
+
+    /// k = log2 N.
+    pub fn log_blocks(&self) -> u32 {
+        self.log_blocks
+    }
+
+    /// N.
+    pub fn num_blocks(&self) -> u64 {
+        1u64 << self.log_blocks
+    }
+
+    /// t, writes since the last C-rebuild.
+    pub fn write_count(&self) -> u64 {
+        self.write_count
+    }
+
+    /// C-rebuilds so far.
+    pub fn rebuild_count(&self) -> u64 {
+        self.rebuild_count
+    }
+
+    /// Total writes: rebuilds·N + t.
+    pub fn total_writes(&self) -> u64 {
+        self.rebuild_count * self.num_blocks() + self.write_count
+    }
+
+    /// All of U.
+    pub fn u(&self) -> &[Vec<u8>] {
+        &self.u
+    }
+
+    /// Read(i): U[i].
+    pub fn read(&self, index: u64) -> Result<&[u8], StateError> {
+        self.u
+            .get(index as usize)
+            .map(|b| b.as_slice())
+            .ok_or(StateError::Index { index, num_blocks: self.num_blocks() })
+    }
+
+    /// C.
+    pub fn c(&self) -> &Run {
+        &self.c
+    }
+
+    /// Level ℓ of H (`None` if empty); errors if ℓ ≥ k.
+    pub fn level(&self, level: u32) -> Result<Option<&Run>, StateError> {
+        self.levels
+            .get(level as usize)
+            .map(|l| l.as_ref())
+            .ok_or(StateError::Level { level, log_blocks: self.log_blocks })
+    }
+
+    /// C and the filled levels, in run order (C, then levels ascending).
+    pub fn runs(&self) -> Vec<&Run> {
+        std::iter::once(&self.c).chain(self.levels.iter().flatten()).collect()
+    }
+
+    /// Write(i, B): U[i] = B, then HAdd (or, on the N-th write, CRebuild). Returns
+    /// what was rebuilt. Errors (changing nothing) on a bad index or block length.
+    pub fn write(&mut self, index: u64, block: Vec<u8>) -> Result<WriteStep, StateError> {
+        if index >= self.num_blocks() {
+            return Err(StateError::Index { index, num_blocks: self.num_blocks() });
+        }
+        let record = self.format.record(index, &block)?;
+        let step = write_step(self.write_count, self.log_blocks);
+        let built_at = self.total_writes() + 1;
+        match step {
+            WriteStep::Level(level) => {
+                let consumed: Vec<&[Fp]> = self.levels[..level as usize]
+                    .iter()
+                    .map(|l| l.as_ref().map(|r| r.blocks.as_slice()).unwrap_or(&[]))
+                    .collect();
+                let blocks = code::h_add(self.write_count, self.log_blocks, &record, &consumed, self.format.width())?;
+                self.u[index as usize] = block;
+                for l in &mut self.levels[..level as usize] {
+                    *l = None;
+                }
+                self.levels[level as usize] = Some(Run { tag: RunTag::level(level), built_at, blocks });
+                self.write_count += 1;
+            }
+            WriteStep::CRebuild => {
+                let mut u = self.u.clone();
+                u[index as usize] = block;
+                let blocks = encode_u(&self.format, self.log_blocks, &u)?;
+                self.u = u;
+                self.c = Run { tag: RunTag::C, built_at, blocks };
+                self.levels.iter_mut().for_each(|l| *l = None);
+                self.write_count = 0;
+                self.rebuild_count += 1;
+            }
+        }
+        Ok(step)
+    }
+}
+
+/// The records of U (index order, flat) for CRebuild.
+pub fn u_records(format: &BlockFormat, blocks: &[Vec<u8>]) -> Result<Vec<Fp>, BlockError> {
+    let mut out = Vec::with_capacity(blocks.len() * format.width());
+    for (i, b) in blocks.iter().enumerate() {
+        format.push_record(i as u64, b, &mut out)?;
+    }
+    Ok(out)
+}
+
+fn encode_u(format: &BlockFormat, log_blocks: u32, blocks: &[Vec<u8>]) -> Result<Vec<Fp>, StateError> {
+    Ok(code::c_rebuild(&u_records(format, blocks)?, log_blocks, format.width())?)
+}
