@@ -40,12 +40,12 @@ library DporMerkle {
     }
 
     /// @notice Run leaf keccak256(0x02 ‖ u64be(position) ‖ blockRoot).
-    function runLeaf(uint256 position, bytes32 blockRoot) internal pure returns (bytes32 h) {
+    function runLeaf(uint256 position, bytes32 root) internal pure returns (bytes32 h) {
         assembly ("memory-safe") {
             let p := mload(0x40)
             mstore8(p, 0x02)
             mstore(add(p, 1), shl(192, position))
-            mstore(add(p, 9), blockRoot)
+            mstore(add(p, 9), root)
             h := keccak256(p, 41)
         }
     }

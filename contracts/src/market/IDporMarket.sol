@@ -119,7 +119,6 @@ interface IDporMarket {
     error WrongDealState();
     error DealNotOver();
     error DisputesOpen();
-    error WrongDeal();
     error StaleVersion();
     error WrongNumBlocks();
     error WriteCountTooLarge();
