@@ -493,7 +493,7 @@ contract MarketTest is MarketFixture {
             (uint8 tag, uint64 pos, uint32 ci) = market.epochSample(id, 0, j);
             vm.assertTrue(tag == 0 || tag == 1 || tag == 3);
             vm.assertLt(pos, tag == 0 ? 16 : (uint256(1) << tag));
-            vm.assertLt(ci, 74);
+            vm.assertLt(ci, 37);
         }
     }
 

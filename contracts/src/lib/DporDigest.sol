@@ -62,7 +62,7 @@ library DporDigest {
     /// @notice Verifies `p` against the run root of digest `d` for blocks of
     ///         `chunks` chunks (tree depth `chunkDepth`). Returns false on any mismatch.
     /// @dev Checks the run exists in `d`, position < run size, chunkIndex < chunks,
-    ///      path lengths, chunk length 64, then folds both paths.
+    ///      path lengths, chunk length 128, then folds both paths.
     function verifySample(Digest calldata d, SampleProof calldata p, uint256 chunks, uint256 chunkDepth)
         internal
         pure
@@ -72,7 +72,7 @@ library DporDigest {
         if (!DporSampling.runExists(tag, d.writeCount)) return false;
         uint256 size = DporSampling.runSize(tag, d.numBlocks);
         if (p.position >= size || p.runPath.length != DporSampling.ceilLog2(size)) return false;
-        if (p.chunkIndex >= chunks || p.chunkPath.length != chunkDepth || p.chunk.length != 64) return false;
+        if (p.chunkIndex >= chunks || p.chunkPath.length != chunkDepth || p.chunk.length != 128) return false;
         bytes32 root = tag == 0 ? d.rootC : d.levelRoots[DporSampling.levelIndex(tag, d.writeCount)];
         bytes32 blockRoot = DporMerkle.processPath(DporMerkle.chunkLeafCalldata(p.chunk), p.chunkIndex, p.chunkPath);
         return DporMerkle.processPath(DporMerkle.runLeaf(p.position, blockRoot), p.position, p.runPath) == root;

@@ -2,14 +2,14 @@
 pragma solidity ^0.8.24;
 
 /// @title DporMerkle
-/// @notice Tree hashing of docs/ENCODING.md §2-§3: 64-byte chunk leaves
+/// @notice Tree hashing of docs/ENCODING.md §2-§3: 128-byte chunk leaves
 ///         keccak256(0x00 ‖ chunk), bytes32(0) padding leaves, nodes
 ///         keccak256(0x01 ‖ left ‖ right), run leaves keccak256(0x02 ‖ u64be(p) ‖ blockRoot).
 ///         Paths list siblings from the leaf up; bit i of the index says the node at
 ///         height i is a right child.
 library DporMerkle {
     /// @dev Size of a chunk in bytes.
-    uint256 internal constant CHUNK = 64;
+    uint256 internal constant CHUNK = 128;
 
     /// @notice Inner node hash keccak256(0x01 ‖ l ‖ r).
     function node(bytes32 l, bytes32 r) internal pure returns (bytes32 h) {
@@ -22,18 +22,18 @@ library DporMerkle {
         }
     }
 
-    /// @notice Chunk leaf keccak256(0x00 ‖ chunk) of a 64-byte chunk in calldata.
-    /// @dev The caller checks chunk.length == 64.
+    /// @notice Chunk leaf keccak256(0x00 ‖ chunk) of a 128-byte chunk in calldata.
+    /// @dev The caller checks chunk.length == 128.
     function chunkLeafCalldata(bytes calldata chunk) internal pure returns (bytes32 h) {
         assembly ("memory-safe") {
             let p := mload(0x40)
             mstore8(p, 0x00)
-            calldatacopy(add(p, 1), chunk.offset, 64)
-            h := keccak256(p, 65)
+            calldatacopy(add(p, 1), chunk.offset, 128)
+            h := keccak256(p, 129)
         }
     }
 
-    /// @notice Chunk leaf keccak256(0x00 ‖ chunk) of a 64-byte chunk in memory.
+    /// @notice Chunk leaf keccak256(0x00 ‖ chunk) of a 128-byte chunk in memory.
     function chunkLeaf(bytes memory chunk) internal pure returns (bytes32) {
         require(chunk.length == CHUNK, "chunk length");
         return keccak256(abi.encodePacked(bytes1(0x00), chunk));
@@ -84,7 +84,7 @@ library DporMerkle {
         return level[0];
     }
 
-    /// @notice The 64-byte chunk `i` of `data`, zero-padded past its end.
+    /// @notice The 128-byte chunk `i` of `data`, zero-padded past its end.
     function chunkAt(bytes memory data, uint256 i) internal pure returns (bytes memory c) {
         c = new bytes(CHUNK);
         uint256 start = i * CHUNK;

@@ -8,14 +8,15 @@ library DporSampling {
     /// @notice keccak256("dpor.epoch.v1"), the domain of epoch sample derivation.
     bytes32 internal constant EPOCH_DOMAIN = keccak256("dpor.epoch.v1");
 
-    /// @notice Bytes of a coded block for data block size `blockSize`: 8·⌈β/7⌉.
+    /// @notice Bytes of a coded block for data block size `blockSize`: 8·(1 + ⌈β/7⌉)
+    ///         (the block index travels with the data as one more element).
     function codedBlockBytes(uint256 blockSize) internal pure returns (uint256) {
-        return 8 * ((blockSize + 6) / 7);
+        return 8 * (1 + (blockSize + 6) / 7);
     }
 
-    /// @notice Number of 64-byte chunks of a `nbytes`-byte block: ⌈b/64⌉.
+    /// @notice Number of 128-byte chunks of a `nbytes`-byte block: ⌈b/128⌉.
     function chunkCount(uint256 nbytes) internal pure returns (uint256) {
-        return (nbytes + 63) / 64;
+        return (nbytes + 127) / 128;
     }
 
     /// @notice ⌈log2 x⌉ (0 for x ≤ 1).

@@ -13,7 +13,7 @@ struct Digest {
     bytes32[] levelRoots;
 }
 
-/// @notice One sample proof (ENCODING §8): a 64-byte chunk of the coded block at
+/// @notice One sample proof (ENCODING §8): a 128-byte chunk of the coded block at
 ///         `position` of run `runTag`, its path in the block's chunk tree and the
 ///         block's path in the run tree.
 struct SampleProof {

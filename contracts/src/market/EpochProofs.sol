@@ -10,7 +10,7 @@ import {DporSampling} from "../lib/DporSampling.sol";
 /// @notice Epoch seeds, the per-epoch sample proofs (docs/ENCODING.md §8) and missed epochs.
 abstract contract EpochProofs is DigestRegistry {
     /// @notice Proves epoch `epoch` of deal `dealId`: the K samples the epoch seed and the
-    ///         deal's current digest pick, each a 64-byte chunk with its chunk path and run
+    ///         deal's current digest pick, each a 128-byte chunk with its chunk path and run
     ///         path, checked against the run roots of `d` (the current digest's preimage).
     ///         Credits the provider one epoch of payment.
     /// @dev Anyone may submit (the payment goes to the provider). Only while the deal is

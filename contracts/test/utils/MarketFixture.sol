@@ -98,7 +98,7 @@ abstract contract MarketFixture is TestBase, TreeKit {
     uint128 internal constant PRICE = 1e18;
     uint128 internal constant COLLATERAL = 6e18;
     uint64 internal constant CAPACITY = 1 << 22;
-    uint32 internal constant BETA = 100; // coded block 120 bytes, 2 chunks
+    uint32 internal constant BETA = 200; // coded block 240 bytes, 2 chunks
 
     function setUp() public virtual {
         owner = vm.addr(OWNER_PK);
