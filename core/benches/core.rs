@@ -1,1 +1,200 @@
-fn main() {}
+//! `script/bench` core figures: each measured against a baseline run in the same
+//! process (DESIGN §12, issue "foundation" §4). Prints a Markdown section and, if
+//! `DPOR_BENCH_OUT` is set, writes it to that file.
+//!
+//! Figures are best-of-r wall times on one thread. Set `DPOR_BENCH_QUICK=1` for a
+//! smaller run (levels up to 2^12, a 16 MiB file) when checking that it works.
+
+use alloy_primitives::keccak256;
+use ark_poly::{EvaluationDomain, Radix2EvaluationDomain};
+use dpor_core::block::BlockFormat;
+use dpor_core::code::{self, bit_reverse, mix, y_scale};
+use dpor_core::decode::decode_run;
+use dpor_core::extract::extract;
+use dpor_core::field::Fp;
+use dpor_core::merkle;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+fn best<T>(reps: usize, mut f: impl FnMut() -> T) -> (Duration, T) {
+    let mut best = Duration::MAX;
+    let mut out = None;
+    for _ in 0..reps.max(1) {
+        let start = Instant::now();
+        let v = f();
+        best = best.min(start.elapsed());
+        out = Some(v);
+    }
+    match out {
+        Some(v) => (best, v),
+        None => unreachable!("reps ≥ 1"),
+    }
+}
+
+fn mbps(bytes: f64, d: Duration) -> f64 {
+    bytes / MIB / d.as_secs_f64()
+}
+
+fn random_records(rng: &mut ChaCha20Rng, format: &BlockFormat, blocks: usize) -> Vec<Fp> {
+    let mut out = Vec::with_capacity(blocks * format.width());
+    let mut b = vec![0u8; format.block_bytes()];
+    for i in 0..blocks {
+        rng.fill(&mut b[..]);
+        format.push_record(i as u64, &b, &mut out).unwrap_or_default();
+    }
+    out
+}
+
+/// ark-poly's FFT of each column of `blocks` (bit-reversed coefficient order, as the
+/// code uses), evaluated on `eval_size` points: the baseline for the code's transforms.
+fn ark_fft_columns(blocks: &[Fp], width: usize, eval_size: usize) -> Vec<Fp> {
+    let n = blocks.len() / width;
+    let log_n = n.trailing_zeros();
+    let Some(domain) = Radix2EvaluationDomain::<Fp>::new(eval_size) else { return Vec::new() };
+    let mut col = vec![Fp::from(0u64); eval_size];
+    let mut checksum = Vec::with_capacity(width);
+    for c in 0..width {
+        col.iter_mut().for_each(|x| *x = Fp::from(0u64));
+        for r in 0..n {
+            col[bit_reverse(r as u64, log_n) as usize] = blocks[r * width + c];
+        }
+        domain.fft_in_place(&mut col);
+        checksum.push(col[1]);
+    }
+    checksum
+}
+
+fn main() {
+    let quick = std::env::var("DPOR_BENCH_QUICK").is_ok();
+    let mut rng = ChaCha20Rng::seed_from_u64(7);
+    let format = BlockFormat::default();
+    let w = format.width();
+    let beta = format.block_bytes() as f64;
+    let mut md = String::new();
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .unwrap_or_else(|| "unknown".into());
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let date = std::process::Command::new("date").arg("-u").arg("+%Y-%m-%d").output().ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok()).unwrap_or_default();
+    let _ = writeln!(md, "Machine: {cores} cores ({cpu}), single-threaded figures, measured {}.", date.trim());
+    let _ = writeln!(md, "Block size β = 4096 bytes (s = {w} elements); MB/s count input data bytes (β per block), MiB = 2^20 bytes.\n");
+
+    // --- mix and whole-level encode vs ark-poly FFT ---------------------------------
+    let max_log = if quick { 12 } else { 16 };
+    let _ = writeln!(md, "### `mix` and level encoding\n");
+    let _ = writeln!(md, "| level (blocks) | data | `mix` MB/s | encode level MB/s | ark-poly FFT MB/s | encode / FFT |");
+    let _ = writeln!(md, "|---|---|---|---|---|---|");
+    for log in (6..=max_log).step_by(2) {
+        let blocks = 1usize << log;
+        let data = random_records(&mut rng, &format, blocks);
+        let reps = if log <= 10 { 5 } else { 2 };
+        let mut buf = data.clone();
+        let (t_mix, _) = best(reps, || mix(&mut buf, w));
+        let (t_enc, _) = best(reps, || code::c_rebuild(&data, log, w).map(|c| c.len()));
+        let (t_fft, _) = best(reps.min(2), || ark_fft_columns(&data, w, 2 * blocks).len());
+        let bytes = blocks as f64 * beta;
+        let _ = writeln!(md, "| 2^{log} | {:.0} MiB | {:.0} | {:.0} | {:.0} | {:.2}× |", bytes / MIB,
+            mbps(bytes, t_mix), mbps(bytes, t_enc), mbps(bytes, t_fft), t_fft.as_secs_f64() / t_enc.as_secs_f64());
+        eprintln!("level 2^{log} done");
+    }
+    let _ = writeln!(md, "\n`mix` is one butterfly stage over the level (its input is the two halves A0, A1);\n\
+        \"encode level\" is the whole transform of a level from its blocks (X and Y halves: what\n\
+        HRebuild amounts to over a level's lifetime, and CRebuild at the top), against\n\
+        ark-poly's radix-2 FFT of the same columns onto the same 2m points.\n");
+
+    // --- C-rebuild of a file ----------------------------------------------------------
+    let file_log = if quick { 12 } else { 16 };
+    let n = 1usize << file_log;
+    let u = random_records(&mut rng, &format, n);
+    let (t_c, c) = best(1, || code::c_rebuild(&u, file_log, w).unwrap_or_default());
+    let (t_cf, _) = best(1, || ark_fft_columns(&u, w, 2 * n).len());
+    let _ = writeln!(md, "### C-rebuild\n\n| file | CRebuild | ark-poly FFT of the same columns | ratio |\n|---|---|---|---|");
+    let _ = writeln!(md, "| {:.0} MiB (2^{file_log} blocks) | {:.2} s | {:.2} s | {:.2}× |\n", n as f64 * beta / MIB,
+        t_c.as_secs_f64(), t_cf.as_secs_f64(), t_cf.as_secs_f64() / t_c.as_secs_f64());
+    eprintln!("C-rebuild done");
+
+    // --- keccak Merkle tree over the coded file ----------------------------------------
+    let coded_bytes: Vec<Vec<u8>> = c.chunks_exact(w).take(n).map(|b| format.coded_to_bytes(b).unwrap_or_default()).collect();
+    let total: usize = coded_bytes.iter().map(|b| b.len()).sum();
+    let (t_tree, _) = best(1, || merkle::run_tree(&coded_bytes).map(|t| t.root()));
+    let (t_raw, _) = best(1, || coded_bytes.iter().map(|b| keccak256(b)[0]).fold(0u8, |a, x| a ^ x));
+    let _ = writeln!(md, "### keccak Merkle tree\n\n| input | tree (chunk trees + run tree) | raw keccak256 of each block | ratio |\n|---|---|---|---|");
+    let _ = writeln!(md, "| {:.0} MiB of coded blocks | {:.0} MB/s | {:.0} MB/s | {:.2}× |\n", total as f64 / MIB,
+        mbps(total as f64, t_tree), mbps(total as f64, t_raw), t_raw.as_secs_f64() / t_tree.as_secs_f64());
+    eprintln!("Merkle done");
+    drop(coded_bytes);
+
+    // --- decoding a half-erased level ---------------------------------------------------
+    let dec_log = if quick { 12 } else { 16 };
+    let m = 1usize << dec_log;
+    let data = random_records(&mut rng, &format, m);
+    let run = code::c_rebuild(&data, dec_log, w).unwrap_or_default();
+    let mut keep: Vec<u64> = (0..2 * m as u64).collect();
+    for i in (1..keep.len()).rev() {
+        keep.swap(i, rng.gen_range(0..=i));
+    }
+    keep.truncate(m);
+    let present: Vec<(u64, &[Fp])> = keep.iter().map(|&p| (p, &run[p as usize * w..(p as usize + 1) * w])).collect();
+    let (t_dec, got) = best(1, || decode_run(2 * m as u64, w, Fp::from(1u64), &present));
+    let ok = got.map(|g| g == data).unwrap_or(false);
+    let (t_enc, _) = best(1, || code::c_rebuild(&data, dec_log, w).map(|c| c.len()));
+    let _ = writeln!(md, "### Decoding and extraction\n\n| what | time | baseline (encode of the same level) | ratio | correct |\n|---|---|---|---|---|");
+    let _ = writeln!(md, "| decode a 2^{dec_log}-block level from a random half ({:.0} MiB) | {:.2} s | {:.2} s | {:.1}× | {ok} |",
+        m as f64 * beta / MIB, t_dec.as_secs_f64(), t_enc.as_secs_f64(), t_dec.as_secs_f64() / t_enc.as_secs_f64());
+    eprintln!("decode done");
+    drop(run);
+
+    // --- extraction of a file from half-erased C and levels -----------------------------
+    let ext_log = if quick { 10 } else { 14 };
+    let n = 1usize << ext_log;
+    let blocks: Vec<Vec<u8>> = (0..n).map(|_| (0..format.block_bytes()).map(|_| rng.gen()).collect()).collect();
+    let mut state = match dpor_core::state::ServerState::new(format, blocks) {
+        Ok(s) => s,
+        Err(e) => panic!("bench setup: {e}"),
+    };
+    // t = 2^(k-1) + 2^(k-2) - 1 writes: levels 0..k-3 and k-2, k-1 partly: many levels filled.
+    let writes = (n / 2 + n / 4 - 1) as u64;
+    for i in 0..writes {
+        let b: Vec<u8> = (0..format.block_bytes()).map(|_| rng.gen()).collect();
+        if let Err(e) = state.write((i * 7919) % n as u64, b) {
+            panic!("bench setup: {e}");
+        }
+    }
+    let half = |size: u64, rng: &mut ChaCha20Rng| -> Vec<u64> {
+        let mut p: Vec<u64> = (0..size).collect();
+        for i in (1..p.len()).rev() {
+            p.swap(i, rng.gen_range(0..=i));
+        }
+        p.truncate(size as usize / 2);
+        p
+    };
+    let c_keep = half(2 * n as u64, &mut rng);
+    let c_present: Vec<(u64, &[Fp])> = c_keep.iter().map(|&p| (p, &state.c().blocks[p as usize * w..(p as usize + 1) * w])).collect();
+    let mut levels = Vec::new();
+    for l in 0..ext_log {
+        if let Ok(Some(run)) = state.level(l) {
+            let k = half(run.size(w), &mut rng);
+            levels.push((l, k.iter().map(|&p| (p, &run.blocks[p as usize * w..(p as usize + 1) * w])).collect::<Vec<_>>()));
+        }
+    }
+    let (t_ext, got) = best(1, || extract(&format, ext_log, state.write_count(), &c_present, &levels));
+    let ok = got.map(|g| g.as_slice() == state.u()).unwrap_or(false);
+    let (t_enc, _) = best(1, || code::c_rebuild(&dpor_core::state::u_records(&format, state.u()).unwrap_or_default(), ext_log, w).map(|c| c.len()));
+    let _ = writeln!(md, "| extract a {:.0} MiB file from half of C and half of each of its {} levels | {:.2} s | {:.2} s | {:.1}× | {ok} |\n",
+        n as f64 * beta / MIB, levels.len(), t_ext.as_secs_f64(), t_enc.as_secs_f64(), t_ext.as_secs_f64() / t_enc.as_secs_f64());
+    let _ = y_scale(0, 1);
+    eprintln!("extract done");
+
+    print!("{md}");
+    if let Ok(path) = std::env::var("DPOR_BENCH_OUT") {
+        if let Err(e) = std::fs::write(&path, &md) {
+            eprintln!("cannot write {path}: {e}");
+        }
+    }
+}

@@ -120,16 +120,26 @@ impl MerkleTree {
         Ok(Self { layers })
     }
 
-    /// The tree over leaves padded with `B256::ZERO` to the next power of two.
+    /// The tree over leaves padded with `B256::ZERO` to the next power of two. Nodes
+    /// whose subtree is all padding are taken from a table instead of being hashed.
     fn padded(mut leaves: Vec<B256>) -> Self {
         let n = leaves.len().max(1).next_power_of_two();
+        let mut real = leaves.len();
         leaves.resize(n, B256::ZERO);
+        let mut zero = B256::ZERO; // root of an all-padding subtree of the current height
         let mut layers = vec![leaves];
         while let Some(last) = layers.last() {
             if last.len() == 1 {
                 break;
             }
-            let next: Vec<B256> = last.chunks_exact(2).map(|p| node(&p[0], &p[1])).collect();
+            let next_zero = node(&zero, &zero);
+            let next: Vec<B256> = last
+                .chunks_exact(2)
+                .enumerate()
+                .map(|(i, p)| if 2 * i >= real { next_zero } else { node(&p[0], &p[1]) })
+                .collect();
+            real = real.div_ceil(2);
+            zero = next_zero;
             layers.push(next);
         }
         Self { layers }
@@ -299,6 +309,16 @@ mod tests {
         assert_eq!(chunk_depth(4696), 6);
         assert_eq!(chunk_depth(4096), 5);
         assert_eq!(chunk_depth(1), 0);
+    }
+
+    #[test]
+    fn padded_tree_equals_plain_tree_over_zero_leaves() {
+        for real in 1..=9usize {
+            let leaves: Vec<B256> = (0..real as u8).map(|i| keccak256([i])).collect();
+            let mut full = leaves.clone();
+            full.resize(real.next_power_of_two(), B256::ZERO);
+            assert_eq!(MerkleTree::padded(leaves), MerkleTree::new(full).unwrap(), "{real} leaves");
+        }
     }
 
     #[test]
