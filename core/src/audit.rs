@@ -262,20 +262,31 @@ pub fn verify_audit(
     out
 }
 
+/// A run as the server committed to it: its tag, root and size in coded blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunCommitment {
+    /// The run.
+    pub tag: RunTag,
+    /// Its Merkle root.
+    pub root: B256,
+    /// Coded blocks in it (a power of two).
+    pub size: u64,
+}
+
 /// The owner's spot-check of a run the server built (§5.4 step 5): each sample's
-/// path must lead to `root` and its checksum must equal the one the owner computed by
-/// running the same rebuild on checksums (`expected`: `size × ρ` elements, flat).
-/// Returns the failures (empty if all passed).
+/// path must lead to the committed root and its checksum must equal the one the
+/// owner computed by running the same rebuild on checksums (`expected`: `size × ρ`
+/// elements, flat). Returns the failures (empty if all passed).
 pub fn spot_check(
     keys: &OwnerKeys,
     format: &BlockFormat,
-    tag: RunTag,
-    root: &B256,
-    size: u64,
+    run: &RunCommitment,
     expected: &[Fp],
     positions: &[u64],
     samples: &[SampleResponse],
 ) -> Vec<SampleFailure> {
+    let RunCommitment { tag, root, size } = *run;
+    let root = &root;
     let mut failures = Vec::new();
     for (j, &p) in positions.iter().enumerate() {
         let sample = samples.get(j);

@@ -295,7 +295,7 @@ mod tests {
         r[1] = Fp::from(1u64 << 56);
         assert_eq!(f.unrecord(&r), Err(BlockError::BadPacking(1)));
         let mut r = f.record(0, &[1u8; 10]).unwrap();
-        r[2] = Fp::from(0xFFFFu64); // bytes 7..14 but β = 10: bytes 10.. must be zero
+        r[2] = Fp::from(0xFFu64 << 24); // element 2 holds bytes 7..14; β = 10, so byte 10 must be zero
         assert_eq!(f.unrecord(&r), Err(BlockError::BadPacking(2)));
         assert!(matches!(f.coded_from_bytes(&[0u8; 3]), Err(BlockError::CodedLength { .. })));
         let mut bytes = vec![0u8; f.coded_block_bytes()];

@@ -92,7 +92,7 @@ pub fn extract(
     }
 
     let mut sorted: Vec<&(u32, Present<'_>)> = levels.iter().collect();
-    sorted.sort_by(|a, b| b.0.cmp(&a.0)); // oldest window first
+    sorted.sort_by_key(|l| std::cmp::Reverse(l.0)); // oldest window first
     for (level, present) in sorted {
         let tag = RunTag::level(*level);
         let scale = y_scale(level_start(write_count, *level), log_blocks)?;

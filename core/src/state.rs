@@ -235,3 +235,38 @@ pub fn u_records(format: &BlockFormat, blocks: &[Vec<u8>]) -> Result<Vec<Fp>, Bl
 fn encode_u(format: &BlockFormat, log_blocks: u32, blocks: &[Vec<u8>]) -> Result<Vec<Fp>, StateError> {
     Ok(code::c_rebuild(&u_records(format, blocks)?, log_blocks, format.width())?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state() -> ServerState {
+        let format = BlockFormat::new(8).unwrap();
+        ServerState::new(format, (0..4u8).map(|i| vec![i; 8]).collect()).unwrap()
+    }
+
+    #[test]
+    fn bad_input_is_a_typed_error_and_changes_nothing() {
+        let mut s = state();
+        let before = s.clone();
+        assert_eq!(s.write(4, vec![0; 8]), Err(StateError::Index { index: 4, num_blocks: 4 }));
+        assert_eq!(s.write(1, vec![0; 7]), Err(StateError::Block(BlockError::DataLength { got: 7, expected: 8 })));
+        assert_eq!(s, before, "a rejected write changes nothing");
+        assert_eq!(s.read(9), Err(StateError::Index { index: 9, num_blocks: 4 }));
+        assert_eq!(s.level(2), Err(StateError::Level { level: 2, log_blocks: 2 }));
+        assert_eq!(s.level(1), Ok(None));
+        let format = BlockFormat::new(8).unwrap();
+        assert!(matches!(ServerState::new(format, vec![vec![0; 8]; 3]), Err(StateError::Code(CodeError::NotPowerOfTwo(3)))));
+        assert!(matches!(ServerState::new(format, vec![]), Err(StateError::Code(_))));
+    }
+
+    #[test]
+    fn write_steps_follow_the_binary_counter() {
+        let mut s = state();
+        let steps: Vec<WriteStep> = (0..9).map(|i| s.write(i % 4, vec![9; 8]).unwrap()).collect();
+        use WriteStep::*;
+        assert_eq!(steps, vec![Level(0), Level(1), Level(0), CRebuild, Level(0), Level(1), Level(0), CRebuild, Level(0)]);
+        assert_eq!((s.rebuild_count(), s.write_count(), s.total_writes()), (2, 1, 9));
+        assert_eq!(s.runs().iter().map(|r| (r.tag, r.built_at)).collect::<Vec<_>>(), vec![(RunTag::C, 8), (RunTag::level(0), 9)]);
+    }
+}

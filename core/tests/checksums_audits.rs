@@ -1,12 +1,14 @@
 //! Checksums (rebuilds on checksums, corruption caught, replays rejected), audit
 //! positions and detection rate, Merkle tampering, and the digest's EIP-712 hash.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use alloy_primitives::{address, keccak256, B256, U256};
 use alloy_sol_types::SolValue;
 use common::*;
-use dpor_core::audit::{self, audit_positions, epoch_samples, spot_check, RunResponse, RunTag, SampleFault, SampleResponse};
+use dpor_core::audit::{self, audit_positions, epoch_samples, spot_check, RunCommitment, RunResponse, RunTag, SampleFault, SampleResponse};
 use dpor_core::block::BlockFormat;
 use dpor_core::checksum::{ChecksumError, OwnerKeys, Place, RHO};
 use dpor_core::code;
@@ -83,19 +85,19 @@ fn any_flipped_byte_is_caught_by_path_or_checksum() {
     let size = 16u64;
     let all: Vec<u64> = (0..size).collect();
     let honest: Vec<SampleResponse> = all.iter().map(|&p| sample(&tree, &bytes, p)).collect();
-    assert!(spot_check(&keys, &format, RunTag::C, &tree.root(), size, &expected, &all, &honest).is_empty());
+    assert!(spot_check(&keys, &format, &RunCommitment { tag: RunTag::C, root: tree.root(), size }, &expected, &all, &honest).is_empty());
     for p in 0..size as usize {
         for byte in 0..format.coded_block_bytes() {
             let mut bad = bytes.clone();
             bad[p][byte] ^= 1 << (byte % 8);
             // Server kept the honest tree: the path fails.
             let s = SampleResponse { position: p as u64, block: bad[p].clone(), path: tree.path(p as u64).unwrap() };
-            let f = spot_check(&keys, &format, RunTag::C, &tree.root(), size, &expected, &[p as u64], &[s]);
+            let f = spot_check(&keys, &format, &RunCommitment { tag: RunTag::C, root: tree.root(), size }, &expected, &[p as u64], &[s]);
             assert!(matches!(f[0].fault, SampleFault::Path(MerkleError::Mismatch)));
             // Server re-committed over the corrupted run: the checksum (or encoding) fails.
             let bad_tree = merkle::run_tree(&bad).unwrap();
             let s = sample(&bad_tree, &bad, p as u64);
-            let f = spot_check(&keys, &format, RunTag::C, &bad_tree.root(), size, &expected, &[p as u64], &[s]);
+            let f = spot_check(&keys, &format, &RunCommitment { tag: RunTag::C, root: bad_tree.root(), size }, &expected, &[p as u64], &[s]);
             assert_eq!(f.len(), 1, "flip at block {p} byte {byte} not caught");
             assert!(matches!(f[0].fault, SampleFault::Checksum | SampleFault::Encoding));
         }
@@ -168,7 +170,7 @@ fn epoch_samples_cover_runs_in_proportion() {
     }
     let c = counts[&RunTag::C] as f64 / 8000.0;
     assert!((c - 2048.0 / 2070.0).abs() < 0.02, "C share {c}");
-    assert!(counts.get(&RunTag::level(2)).is_none());
+    assert!(!counts.contains_key(&RunTag::level(2)));
 }
 
 /// Detection, measured: a provider that dropped a fraction f of a run is caught by λ

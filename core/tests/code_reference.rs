@@ -1,6 +1,8 @@
 //! The code against independent references: the brute-force generator-matrix product
 //! and ark-poly's FFT (the Reed–Solomon fact of DESIGN §4), for every level of small N.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use ark_poly::{EvaluationDomain, Radix2EvaluationDomain};

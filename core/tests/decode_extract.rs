@@ -1,5 +1,7 @@
 //! Decoding from any half, the error past half, and extraction against a naive model.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;

@@ -1,5 +1,5 @@
 //! Shared test helpers: a deterministic RNG, random blocks, and the naive references.
-#![allow(dead_code, missing_docs)]
+#![allow(dead_code, missing_docs, clippy::unwrap_used)]
 
 use ark_ff::Field;
 use dpor_core::code::bit_reverse;
