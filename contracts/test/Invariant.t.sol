@@ -1,0 +1,238 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.24;
+
+import {MarketFixture, TreeKit} from "./utils/MarketFixture.sol";
+import {TestBase} from "./utils/Vm.sol";
+import {TestToken} from "../src/token/TestToken.sol";
+import {DporMarket} from "../src/DporMarket.sol";
+import {IDporMarket} from "../src/market/IDporMarket.sol";
+import {Digest, SampleProof} from "../src/lib/DporTypes.sol";
+
+/// @notice Drives the market with random, mostly valid call sequences.
+contract Handler is TestBase, TreeKit {
+    DporMarket internal market;
+    TestToken internal token;
+    uint256 internal ownerPk;
+    uint256 internal providerPk;
+    address public owner;
+    address public provider;
+    address public challenger;
+    uint32 internal constant BETA = 200;
+
+    uint256[] public deals;
+    uint256[] public disputes;
+    mapping(uint256 => uint64) public lastVersion;
+    mapping(bytes32 => Digest) internal preimage;
+    bool public versionDecreased;
+    bool public overWithdrawn;
+    uint256 public calls;
+
+    constructor(DporMarket m, TestToken t, uint256 oPk, uint256 pPk, address c) {
+        market = m;
+        token = t;
+        ownerPk = oPk;
+        providerPk = pPk;
+        owner = vm.addr(oPk);
+        provider = vm.addr(pPk);
+        challenger = c;
+    }
+
+    modifier checked() {
+        ++calls;
+        _;
+        for (uint256 i; i < deals.length; ++i) {
+            uint64 v = market.getDeal(deals[i]).digestVersion;
+            if (v < lastVersion[deals[i]]) versionDecreased = true;
+            lastVersion[deals[i]] = v;
+        }
+    }
+
+    function dealCount() external view returns (uint256) {
+        return deals.length;
+    }
+
+    function disputeCount() external view returns (uint256) {
+        return disputes.length;
+    }
+
+    function _pick(uint256 i) internal view returns (uint256) {
+        return deals[i % deals.length];
+    }
+
+    function openDeal(uint8 nExp, uint8 epochs, bool accept) external checked {
+        uint64 n = uint64(1) << (nExp % 3);
+        vm.prank(owner);
+        uint256 id = market.openDeal(provider, n, BETA, 4, 1, 1 + epochs % 4, 1e18);
+        deals.push(id);
+        if (accept) {
+            vm.prank(provider);
+            market.acceptDeal(id);
+        }
+    }
+
+    function acceptDeal(uint256 i) external checked {
+        if (deals.length == 0) return;
+        vm.prank(provider);
+        market.acceptDeal(_pick(i));
+    }
+
+    function cancelDeal(uint256 i) external checked {
+        if (deals.length == 0) return;
+        vm.prank(owner);
+        market.cancelDeal(_pick(i));
+    }
+
+    function postDigest(uint256 i, uint64 t, uint8 skip) external checked {
+        if (deals.length == 0) return;
+        uint256 id = _pick(i);
+        IDporMarket.Deal memory d = market.getDeal(id);
+        if (d.numBlocks == 0) return;
+        Digest memory g = buildDigest(id, d.digestVersion + 1 + skip % 3, d.numBlocks, t % d.numBlocks, 0, BETA);
+        bytes32 h = market.digestHash(g);
+        (uint8 v1, bytes32 r1, bytes32 s1) = vm.sign(ownerPk, h);
+        (uint8 v2, bytes32 r2, bytes32 s2) = vm.sign(providerPk, h);
+        market.postDigest(g, abi.encodePacked(r1, s1, v1), abi.encodePacked(r2, s2, v2));
+        preimage[h] = g;
+    }
+
+    /// Tries a stale version: must always revert, and the version must not move.
+    function postStale(uint256 i) external checked {
+        if (deals.length == 0) return;
+        uint256 id = _pick(i);
+        IDporMarket.Deal memory d = market.getDeal(id);
+        if (d.digestVersion == 0) return;
+        Digest memory g = buildDigest(id, d.digestVersion, d.numBlocks, 0, 0, BETA);
+        bytes32 h = market.digestHash(g);
+        (uint8 v1, bytes32 r1, bytes32 s1) = vm.sign(ownerPk, h);
+        (uint8 v2, bytes32 r2, bytes32 s2) = vm.sign(providerPk, h);
+        try market.postDigest(g, abi.encodePacked(r1, s1, v1), abi.encodePacked(r2, s2, v2)) {
+            versionDecreased = true;
+        } catch {}
+    }
+
+    function proveCurrentEpoch(uint256 i) external checked {
+        if (deals.length == 0) return;
+        uint256 id = _pick(i);
+        IDporMarket.Deal memory d = market.getDeal(id);
+        if (d.state != IDporMarket.DealState.Active || d.digestHash == bytes32(0)) return;
+        if (block.number <= d.acceptedAt) vm.roll(d.acceptedAt + 1);
+        uint64 e = uint64((block.number - d.acceptedAt - 1) / market.epochBlocks());
+        if (e >= d.numEpochs) return;
+        Digest memory g = preimage[d.digestHash];
+        SampleProof[] memory ps = new SampleProof[](1);
+        (uint8 tag, uint64 pos, uint32 ci) = market.epochSample(id, e, 0);
+        ps[0] = buildProof(tag, pos, ci, d.numBlocks, BETA);
+        market.submitEpochProof(id, e, g, ps);
+    }
+
+    function markMissed(uint256 i, uint8 e) external checked {
+        if (deals.length == 0) return;
+        market.markMissed(_pick(i), e % 4);
+    }
+
+    function roll(uint8 blocks) external checked {
+        vm.roll(block.number + 1 + blocks % 30);
+    }
+
+    function openDispute(uint256 i, uint64 pos, uint32 ci) external checked {
+        if (deals.length == 0) return;
+        uint256 id = _pick(i);
+        IDporMarket.Deal memory d = market.getDeal(id);
+        vm.prank(challenger);
+        uint256 q = market.openDispute(id, 0, d.digestVersion, bytes32("x"), 0, pos % (2 * d.numBlocks), ci % 2);
+        disputes.push(q);
+    }
+
+    function answerDispute(uint256 k) external checked {
+        if (disputes.length == 0) return;
+        uint256 q = disputes[k % disputes.length];
+        IDporMarket.Dispute memory x = market.getDispute(q);
+        Digest memory g = preimage[x.digestHash];
+        SampleProof memory p =
+            buildProof(x.runTag, x.position, x.chunkIndex, market.getDeal(x.dealId).numBlocks, BETA);
+        vm.prank(provider);
+        market.answerDispute(q, g, p);
+    }
+
+    function slash(uint256 k) external checked {
+        if (disputes.length == 0) return;
+        market.slash(disputes[k % disputes.length]);
+    }
+
+    function closeDeal(uint256 i) external checked {
+        if (deals.length == 0) return;
+        market.closeDeal(_pick(i));
+    }
+
+    function withdraw(uint8 who) external checked {
+        address a = [owner, provider, challenger][who % 3];
+        uint256 due = market.owed(a);
+        uint256 before = token.balanceOf(a);
+        vm.prank(a);
+        try market.withdraw() returns (uint256 got) {
+            if (got != due || token.balanceOf(a) != before + due || market.owed(a) != 0) overWithdrawn = true;
+        } catch {
+            if (due != 0) overWithdrawn = true;
+        }
+    }
+}
+
+/// @notice Invariants over random call sequences (forge `invariant_*`).
+contract InvariantTest is MarketFixture {
+    Handler internal handler;
+
+    function setUp() public override {
+        super.setUp();
+        handler = new Handler(market, token, OWNER_PK, PROVIDER_PK, challenger);
+        address[3] memory who = [owner, provider, challenger];
+        for (uint256 i; i < 3; ++i) {
+            token.mint(who[i], 1e30);
+        }
+    }
+
+    /// Forge fuzzes only the handler.
+    function targetContracts() public view returns (address[] memory t) {
+        t = new address[](1);
+        t[0] = address(handler);
+    }
+
+    /// The market holds exactly escrow + collateral + open bonds + stakes + what it owes.
+    function invariant_tokensConserved() public view {
+        uint256 sum = market.getProvider(provider).stake;
+        for (uint256 i = 1; i <= market.dealCount(); ++i) {
+            IDporMarket.Deal memory d = market.getDeal(i);
+            sum += d.escrow;
+            if (d.state != IDporMarket.DealState.Open) sum += d.collateral; // Open: required, not yet locked
+        }
+        for (uint256 q = 1; q <= market.disputeCount(); ++q) {
+            IDporMarket.Dispute memory x = market.getDispute(q);
+            if (x.state == IDporMarket.DisputeState.Open) sum += x.bond;
+        }
+        sum += market.owed(owner) + market.owed(provider) + market.owed(challenger);
+        vm.assertEq(token.balanceOf(address(market)), sum, "token conservation");
+    }
+
+    /// Every withdrawal paid exactly what was owed, never more.
+    function invariant_noOverWithdraw() public view {
+        vm.assertFalse(handler.overWithdrawn(), "withdrew more (or other) than owed");
+    }
+
+    /// A deal's digest version never decreases.
+    function invariant_versionMonotone() public view {
+        vm.assertFalse(handler.versionDecreased(), "digest version decreased or stale accepted");
+        for (uint256 i; i < handler.dealCount(); ++i) {
+            uint256 id = handler.deals(i);
+            vm.assertGe(market.getDeal(id).digestVersion, handler.lastVersion(id));
+        }
+    }
+
+    /// Collateral never exceeds what was locked; escrow never exceeds what was paid in.
+    function invariant_dealBounds() public view {
+        for (uint256 i = 1; i <= market.dealCount(); ++i) {
+            IDporMarket.Deal memory d = market.getDeal(i);
+            vm.assertLe(d.escrow, uint256(d.pricePerEpoch) * d.numEpochs);
+            vm.assertLe(d.collateral, uint256(d.numBlocks) * COLLATERAL);
+            vm.assertLe(d.failures, MAX_FAILURES);
+        }
+    }
+}
