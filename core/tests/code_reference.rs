@@ -70,7 +70,7 @@ fn levels_are_reed_solomon_codewords_per_ark_poly_fft() {
             // A window starting at an aligned t0 with a random higher part.
             let t0 = (rng.gen_range(0..(1u64 << log_n)) >> (level + 1)) << (level + 1);
             let data = random_elements(&mut rng, m * width);
-            let run = build_level_by_hadd(&data, t0, level, log_n, width);
+            let run = hadd_window(&data, t0, level, log_n, width);
             let c = y_scale(t0, log_n).unwrap();
             let domain = Radix2EvaluationDomain::<Fp>::new(2 * m).unwrap();
             for col in 0..width {
@@ -86,23 +86,6 @@ fn levels_are_reed_solomon_codewords_per_ark_poly_fft() {
             }
         }
     }
-}
-
-/// Runs HAdd for the 2^level writes of a window starting at t0 (aligned), returning
-/// the level. Within the window, the levels HAdd consumes are those built in it.
-fn build_level_by_hadd(data: &[Fp], t0: u64, level: u32, log_n: u32, width: usize) -> Vec<Fp> {
-    let mut levels: Vec<Option<Vec<Fp>>> = vec![None; level as usize + 1];
-    for r in 0..(1usize << level) {
-        let t = t0 + r as u64;
-        let target = code::target_level(t) as usize;
-        let consumed: Vec<&[Fp]> = levels[..target].iter().map(|l| l.as_deref().unwrap()).collect();
-        let run = code::h_add(t, log_n, &data[r * width..(r + 1) * width], &consumed, width).unwrap();
-        for l in &mut levels[..target] {
-            *l = None;
-        }
-        levels[target] = Some(run);
-    }
-    levels[level as usize].take().unwrap()
 }
 
 /// C-rebuild equals the FFT of U with coefficient ψ_k(r) = U[r], evaluated on the

@@ -32,7 +32,7 @@ fn decode_from_random_half_up_to_2_pow_12() {
         let t0 = 0;
         let data = random_elements(&mut rng, m * width);
         let scale = y_scale(t0, log_n).unwrap();
-        let g_free = encode_window(&data, log_m, width);
+        let g_free = hadd_window(&data, 0, log_m, log_m.max(1) + 1, width);
         let mut positions: Vec<u64> = (0..2 * m as u64).collect();
         positions.shuffle(&mut rng);
         let half = &positions[..m];
@@ -43,23 +43,6 @@ fn decode_from_random_half_up_to_2_pow_12() {
             assert_eq!(err, DecodeError::TooFewBlocks { have: m - 1, need: m });
         }
     }
-}
-
-/// The level HAdd builds from m blocks written at t0 = 0 in a file of 2^(log_m+1) blocks.
-fn encode_window(data: &[Fp], log_m: u32, width: usize) -> Vec<Fp> {
-    let mut levels: Vec<Option<Vec<Fp>>> = vec![None; log_m as usize + 1];
-    let log_n = log_m.max(1) + 1;
-    for r in 0..(1usize << log_m) {
-        let t = r as u64;
-        let target = code::target_level(t) as usize;
-        let consumed: Vec<&[Fp]> = levels[..target].iter().map(|l| l.as_deref().unwrap()).collect();
-        let run = code::h_add(t, log_n, &data[r * width..(r + 1) * width], &consumed, width).unwrap();
-        for l in &mut levels[..target] {
-            *l = None;
-        }
-        levels[target] = Some(run);
-    }
-    levels[log_m as usize].take().unwrap()
 }
 
 /// Extra blocks beyond half are checked: one corrupted block among more than half

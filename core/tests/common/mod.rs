@@ -2,7 +2,7 @@
 #![allow(dead_code, missing_docs, clippy::unwrap_used)]
 
 use ark_ff::Field;
-use dpor_core::code::bit_reverse;
+use dpor_core::code::{self, bit_reverse};
 use dpor_core::field::{root_of_unity, Fp};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
@@ -47,4 +47,22 @@ pub fn matrix_encode(g: &[Vec<Fp>], data: &[Fp], width: usize) -> Vec<Fp> {
         }
     }
     out
+}
+
+/// Runs HAdd for the 2^level writes of an aligned window starting at t0 in a file of
+/// 2^log_n blocks, returning the level built. Within the window, the levels HAdd
+/// consumes are those built in it (the trailing ones of t equal those of t − t0).
+pub fn hadd_window(data: &[Fp], t0: u64, level: u32, log_n: u32, width: usize) -> Vec<Fp> {
+    let mut levels: Vec<Option<Vec<Fp>>> = vec![None; level as usize + 1];
+    for r in 0..(1usize << level) {
+        let t = t0 + r as u64;
+        let target = code::target_level(t) as usize;
+        let consumed: Vec<&[Fp]> = levels[..target].iter().map(|l| l.as_deref().unwrap()).collect();
+        let run = code::h_add(t, log_n, &data[r * width..(r + 1) * width], &consumed, width).unwrap();
+        for l in &mut levels[..target] {
+            *l = None;
+        }
+        levels[target] = Some(run);
+    }
+    levels[level as usize].take().unwrap()
 }
