@@ -121,11 +121,7 @@ abstract contract DealManager is ProviderRegistry {
         if (block.number <= uint256(d.acceptedAt) + uint256(d.numEpochs) * epochBlocks) revert DealNotOver();
         if (d.openDisputes != 0) revert DisputesOpen();
         d.state = DealState.Completed;
-        uint128 esc = d.escrow;
-        uint128 col = d.collateral;
-        d.escrow = 0;
-        d.collateral = 0;
-        _release(d);
+        (uint128 esc, uint128 col) = _drain(d);
         emit DealClosed(dealId, esc, col);
         _credit(d.owner, esc);
         _credit(d.provider, col);

@@ -116,16 +116,22 @@ abstract contract MarketBase is IDporMarket, ReentrancyGuard {
         d.failures += 1;
     }
 
+    /// @dev Empties a deal's escrow and collateral and releases its capacity; returns
+    ///      what it held so the caller can credit it (deal close and termination).
+    function _drain(Deal storage d) internal returns (uint128 esc, uint128 col) {
+        esc = d.escrow;
+        col = d.collateral;
+        d.escrow = 0;
+        d.collateral = 0;
+        _release(d);
+    }
+
     /// @dev Ends an active deal that reached {maxFailures}: the owner gets the unspent
     ///      escrow and what is left of the collateral.
     function _maybeTerminate(uint256 dealId, Deal storage d) internal {
         if (d.state != DealState.Active || d.failures < maxFailures) return;
         d.state = DealState.Terminated;
-        uint128 esc = d.escrow;
-        uint128 col = d.collateral;
-        d.escrow = 0;
-        d.collateral = 0;
-        _release(d);
+        (uint128 esc, uint128 col) = _drain(d);
         emit DealTerminated(dealId, d.failures, esc, col);
         _credit(d.owner, uint256(esc) + col);
     }
