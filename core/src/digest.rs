@@ -3,6 +3,7 @@
 //! hash the same type string).
 
 use crate::audit::RunTag;
+use crate::state::{run_built_at, RunId};
 use alloy_primitives::{Address, B256, U256};
 use alloy_sol_types::{sol, Eip712Domain, SolStruct};
 use std::borrow::Cow;
@@ -114,6 +115,21 @@ impl Digest {
             }
         }
         out
+    }
+
+    /// The runs the digest commits to, named: `(run id, size in coded blocks, root)`
+    /// in run order. The build times follow from (rebuildCount, N, t) alone
+    /// ([`crate::state::run_built_at`]), so anyone holding the digest can ask a node
+    /// for exactly these runs.
+    pub fn run_ids(&self) -> Vec<(RunId, u64, B256)> {
+        let log_blocks = self.log_blocks();
+        self.runs()
+            .into_iter()
+            .filter_map(|(tag, size, root)| {
+                let built_at = run_built_at(self.rebuildCount, log_blocks, self.writeCount, tag)?;
+                Some((RunId { tag, built_at }, size, root))
+            })
+            .collect()
     }
 
     /// The root of the run `tag`, if the digest has it.

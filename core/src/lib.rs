@@ -29,5 +29,7 @@ pub mod field;
 pub mod merkle;
 pub mod state;
 
+pub use audit::RunTag;
 pub use block::{BlockFormat, FileLayout};
+pub use state::RunId;
 pub use field::Fp;

@@ -44,6 +44,40 @@ pub enum StateError {
     Code(#[from] CodeError),
 }
 
+/// The name of an immutable run (SCHEME.md §3): its tag and its build time, the
+/// total number of writes (rebuilds·N + t) when it was built. Unique for a deal's
+/// whole life: the node names run files by it and owners, auditors and disputes ask
+/// for runs by it ([`crate::digest::Digest::run_ids`] computes it from a digest).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RunId {
+    /// Which run: C (tag 0) or level ℓ (tag ℓ + 1).
+    pub tag: RunTag,
+    /// Total writes when it was built (0 for the C built at upload).
+    pub built_at: u64,
+}
+
+impl std::fmt::Display for RunId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}@{}", self.tag, self.built_at)
+    }
+}
+
+/// The build time of the run `tag` in a state with `rebuild_count` C-rebuilds, N =
+/// 2^`log_blocks` and write counter `write_count` (t): C was built at rebuilds·N; the
+/// filled level ℓ holds writes `[level_start(t, ℓ), … + 2^ℓ)` and was built by the
+/// last of them, so at rebuilds·N + level_start(t, ℓ) + 2^ℓ. `None` if `tag` names an
+/// empty level.
+pub fn run_built_at(rebuild_count: u64, log_blocks: u32, write_count: u64, tag: RunTag) -> Option<u64> {
+    let base = rebuild_count.checked_mul(1u64.checked_shl(log_blocks)?)?;
+    match tag.as_level() {
+        None => Some(base),
+        Some(level) if level < 64 && (write_count >> level) & 1 == 1 => {
+            base.checked_add(code::level_start(write_count, level))?.checked_add(1u64 << level)
+        }
+        Some(_) => None,
+    }
+}
+
 /// An immutable run: C or a level of H, named by its tag and build time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Run {
@@ -56,6 +90,11 @@ pub struct Run {
 }
 
 impl Run {
+    /// Its name.
+    pub fn id(&self) -> RunId {
+        RunId { tag: self.tag, built_at: self.built_at }
+    }
+
     /// Coded blocks in the run, given the width.
     pub fn size(&self, width: usize) -> u64 {
         (self.blocks.len() / width.max(1)) as u64
@@ -268,5 +307,28 @@ mod tests {
         assert_eq!(steps, vec![Level(0), Level(1), Level(0), CRebuild, Level(0), Level(1), Level(0), CRebuild, Level(0)]);
         assert_eq!((s.rebuild_count(), s.write_count(), s.total_writes()), (2, 1, 9));
         assert_eq!(s.runs().iter().map(|r| (r.tag, r.built_at)).collect::<Vec<_>>(), vec![(RunTag::C, 8), (RunTag::level(0), 9)]);
+    }
+
+    #[test]
+    fn run_built_at_names_every_live_run() {
+        // Against the state itself: after every write, each live run's build time is
+        // what run_built_at computes from (rebuilds, k, t) alone.
+        let format = BlockFormat::new(8).unwrap();
+        let mut s = ServerState::new(format, (0..8u8).map(|i| vec![i; 8]).collect()).unwrap();
+        for w in 0..40u64 {
+            for run in s.runs() {
+                assert_eq!(
+                    run_built_at(s.rebuild_count(), s.log_blocks(), s.write_count(), run.tag),
+                    Some(run.built_at),
+                    "write {w}, run {}", run.id()
+                );
+            }
+            for level in 0..3 {
+                if s.level(level).unwrap().is_none() {
+                    assert_eq!(run_built_at(s.rebuild_count(), s.log_blocks(), s.write_count(), RunTag::level(level)), None);
+                }
+            }
+            s.write(w % 8, vec![w as u8; 8]).unwrap();
+        }
     }
 }

@@ -1,0 +1,101 @@
+//! The node's configuration: a TOML file, every field overridable by a flag
+//! (`dpor-node run --help`). Defaults work against the local chain `script/demo` starts.
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// Everything the node needs to run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NodeConfig {
+    /// Folder for the store (sled metadata + run files) and the libp2p key.
+    pub data_dir: PathBuf,
+    /// libp2p listen address (TCP), e.g. `/ip4/127.0.0.1/tcp/4001`.
+    pub listen: String,
+    /// Addresses to register on chain (default: the bound listen addresses, with `/p2p/<peer id>`).
+    pub announce: Vec<String>,
+    /// JSON-RPC URL of the chain.
+    pub rpc_url: String,
+    /// The market contract address (0x…).
+    pub market: String,
+    /// The provider's Ethereum private key (0x…, 32 bytes). Prefer `provider_key_file`.
+    pub provider_key: Option<String>,
+    /// A file holding the provider's private key in hex.
+    pub provider_key_file: Option<PathBuf>,
+    /// Asking price, in token base units (wei of the ERC-20) per block per epoch.
+    pub price_per_block_epoch: u128,
+    /// Collateral the node locks per block of a deal, in token base units.
+    pub collateral_per_block: u128,
+    /// Blocks the node offers in total across deals.
+    pub capacity_blocks: u64,
+    /// Registration stake, in token base units.
+    pub stake: u128,
+    /// Accept every open deal addressed to this node (subject to capacity).
+    pub auto_accept: bool,
+    /// Withdraw owed payments automatically.
+    pub auto_withdraw: bool,
+    /// Chain polling interval, milliseconds.
+    pub poll_interval_ms: u64,
+    /// Refuse uploads and writes that would take the store over this many bytes.
+    pub quota_bytes: Option<u64>,
+    /// Request timeout on the libp2p side, seconds.
+    pub request_timeout_secs: u64,
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        Self {
+            data_dir: PathBuf::from(".dpor-node"),
+            listen: "/ip4/127.0.0.1/tcp/4001".into(),
+            announce: Vec::new(),
+            rpc_url: "http://127.0.0.1:8545".into(),
+            // The market's address on a fresh anvil deployed by contracts/script/Deploy.s.sol.
+            market: "0xe7f1725E7734CE288F8367e1Bb143E90bb3F0512".into(),
+            provider_key: None,
+            provider_key_file: None,
+            price_per_block_epoch: 1_000_000_000_000,
+            collateral_per_block: 2_000_000_000_000,
+            capacity_blocks: 1 << 24,
+            stake: 1000 * 10u128.pow(18),
+            auto_accept: true,
+            auto_withdraw: true,
+            poll_interval_ms: 500,
+            quota_bytes: None,
+            request_timeout_secs: 300,
+        }
+    }
+}
+
+impl NodeConfig {
+    /// Reads a TOML file (unknown keys are an error, so typos are caught).
+    pub fn load(path: &std::path::Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read config {}: {e}", path.display()))?;
+        toml::from_str(&text).map_err(|e| anyhow::anyhow!("config {}: {e}", path.display()))
+    }
+
+    /// The provider key, from `provider_key` or `provider_key_file`.
+    pub fn provider_key_hex(&self) -> anyhow::Result<String> {
+        if let Some(k) = &self.provider_key {
+            return Ok(k.trim().to_string());
+        }
+        if let Some(f) = &self.provider_key_file {
+            let k = std::fs::read_to_string(f).map_err(|e| anyhow::anyhow!("cannot read key file {}: {e}", f.display()))?;
+            return Ok(k.trim().to_string());
+        }
+        anyhow::bail!("no provider key: set provider_key_file (or provider_key) in the config, or pass --provider-key-file")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_file_and_rejects_typos() {
+        let c: NodeConfig = toml::from_str("listen = \"/ip4/127.0.0.1/tcp/9\"\nquota_bytes = 10\n").unwrap();
+        assert_eq!(c.listen, "/ip4/127.0.0.1/tcp/9");
+        assert_eq!(c.quota_bytes, Some(10));
+        assert_eq!(c.rpc_url, NodeConfig::default().rpc_url);
+        assert!(toml::from_str::<NodeConfig>("lisen = \"x\"").is_err());
+    }
+}

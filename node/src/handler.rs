@@ -1,0 +1,333 @@
+//! The node's answer to every request of the wire protocol (`dpor_proto::messages`).
+//!
+//! Public reads go straight to the [`Store`]; owner operations are authenticated
+//! first: the signature must recover to the deal's owner (read from the chain when the
+//! upload begins, then kept with the deal), over `owner_request_hash` for this chain
+//! and market; the store then checks the nonce atomically with the operation. Every
+//! failure becomes an error response with a code; nothing a peer sends can panic the
+//! node, and storage work runs on tokio's blocking pool.
+
+use crate::signing::{recover_owner, ProviderSigner};
+use crate::store::{DealParams, Phase, Store, StoreError};
+use alloy_primitives::{Address, B256};
+use async_trait::async_trait;
+use dpor_core::digest::Digest;
+use dpor_core::RunId;
+use dpor_proto::codec::FrameError;
+use dpor_proto::messages::{
+    batch_len, DealStatus, ErrorCode, OwnerOp, Request, Response, Signed, WirePhase, WireRun, WireSample,
+    MAX_BATCH_BYTES,
+};
+use libp2p::PeerId;
+use serde_bytes::ByteBuf;
+use std::sync::Arc;
+
+/// A deal as the chain knows it: what the node checks an upload against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainDeal {
+    /// The owner (opened the deal; signs owner requests).
+    pub owner: Address,
+    /// The provider the deal is with.
+    pub provider: Address,
+    /// N, blocks.
+    pub num_blocks: u64,
+    /// β, bytes per block.
+    pub block_bytes: u32,
+    /// True once the provider accepted (collateral locked) and until the deal ends.
+    pub active: bool,
+}
+
+/// Where the handler looks deals up (the market contract; a fixed table in tests).
+#[async_trait]
+pub trait DealLookup: Send + Sync + 'static {
+    /// The deal `id`, or `None` if the chain has no such deal.
+    async fn deal(&self, id: u64) -> anyhow::Result<Option<ChainDeal>>;
+}
+
+/// The request handler: the store, the chain's deal table, and the provider's key.
+pub struct NodeHandler {
+    store: Arc<Store>,
+    deals: Arc<dyn DealLookup>,
+    signer: Arc<ProviderSigner>,
+}
+
+impl NodeHandler {
+    /// A handler over `store`, checking uploads against `deals`, co-signing with `signer`.
+    pub fn new(store: Arc<Store>, deals: Arc<dyn DealLookup>, signer: Arc<ProviderSigner>) -> Self {
+        Self { store, deals, signer }
+    }
+
+    /// Answers one request (never panics; errors become [`Response::Error`]).
+    pub async fn answer(&self, request: Request) -> Response {
+        let kind = request.kind();
+        let result = match request {
+            Request::Owner(signed) => self.owner(signed).await,
+            public => self.public(public).await,
+        };
+        match result {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::debug!(request = kind, error = %e.message, "request refused");
+                Response::Error(e)
+            }
+        }
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, Fail> {
+        let store = self.store.clone();
+        match tokio::task::spawn_blocking(move || f(&store)).await {
+            Ok(r) => r.map_err(Fail::from),
+            Err(e) => Err(Fail::new(ErrorCode::Internal, format!("storage task failed: {e}"))),
+        }
+    }
+
+    async fn public(&self, request: Request) -> Result<Response, Fail> {
+        match request {
+            Request::Status { deal } => {
+                let view = self.blocking(move |s| s.view(deal)).await?;
+                Ok(Response::Status(status(&view)))
+            }
+            Request::Read { deal, index } => {
+                let (block, sealed, path) = self.blocking(move |s| s.read(deal, index)).await?;
+                Ok(Response::Block { index, block: ByteBuf::from(block), sealed_u: B256::from(sealed), path })
+            }
+            Request::UPath { deal, index } => {
+                let (_, sealed, path) = self.blocking(move |s| s.read(deal, index)).await?;
+                let leaf = self.blocking(move |s| s.u_leaves(deal, index, 1)).await?;
+                let (block_root, _) = leaf.first().copied().ok_or_else(|| Fail::new(ErrorCode::OutOfRange, "no such index"))?;
+                Ok(Response::UPath { index, block_root, sealed_u: B256::from(sealed), path })
+            }
+            Request::Download { deal, start, count } => {
+                let beta = self.blocking(move |s| s.view(deal)).await?.params.block_bytes as u64;
+                check_batch(count, beta)?;
+                let blocks = self.blocking(move |s| s.u_blocks(deal, start, count)).await?;
+                Ok(Response::Blocks { start, blocks: blocks.into_iter().map(ByteBuf::from).collect() })
+            }
+            Request::ULeaves { deal, start, count } => {
+                check_batch(count, 64)?;
+                let leaves = self.blocking(move |s| s.u_leaves(deal, start, count)).await?;
+                Ok(Response::ULeaves { start, leaves: leaves.into_iter().map(|(r, s)| (r, B256::from(s))).collect() })
+            }
+            Request::Samples { deal, run, positions } => {
+                let coded = self.coded_bytes(deal).await?;
+                check_batch(positions.len() as u64, coded + 32 * 40)?;
+                let id = RunId::from(run);
+                let positions2 = positions.clone();
+                let got = self.blocking(move |s| s.coded(deal, id, &positions2)).await?;
+                let samples = positions
+                    .into_iter()
+                    .zip(got)
+                    .map(|(position, (block, path))| WireSample { position, block: ByteBuf::from(block), path })
+                    .collect();
+                Ok(Response::Samples { run, samples })
+            }
+            Request::Coded { deal, run, start, count } => {
+                let coded = self.coded_bytes(deal).await?;
+                check_batch(count, coded)?;
+                let blocks = self.blocking(move |s| s.coded_range(deal, run.into(), start, count)).await?;
+                Ok(Response::Coded { run, start, blocks: blocks.into_iter().map(ByteBuf::from).collect() })
+            }
+            Request::RunLeaves { deal, run, start, count } => {
+                check_batch(count, 32)?;
+                let leaves = self.blocking(move |s| s.run_leaves(deal, run.into(), start, count)).await?;
+                Ok(Response::RunLeaves { run, start, leaves })
+            }
+            Request::Sealed { deal, run, start, count } => {
+                check_batch(count, 33)?;
+                let sealed = self.blocking(move |s| s.sealed(deal, run.into(), start, count)).await?;
+                Ok(Response::Sealed { run, start, sealed: sealed.into_iter().map(|s| s.map(B256::from)).collect() })
+            }
+            Request::Owner(_) => Err(Fail::new(ErrorCode::Internal, "owner request on the public path")),
+        }
+    }
+
+    async fn coded_bytes(&self, deal: u64) -> Result<u64, Fail> {
+        let view = self.blocking(move |s| s.view(deal)).await?;
+        let format = dpor_core::BlockFormat::new(view.params.block_bytes as usize)
+            .map_err(|e| Fail::new(ErrorCode::Internal, e.to_string()))?;
+        Ok(format.coded_block_bytes() as u64)
+    }
+
+    /// The owner the signature must come from: the stored deal's, or (for the first
+    /// upload request) the chain's.
+    async fn owner_of(&self, deal: u64, op: &OwnerOp) -> Result<Address, Fail> {
+        match self.blocking(move |s| s.view(deal)).await {
+            Ok(view) if !matches!(op, OwnerOp::UploadBegin { .. }) => return Ok(view.params.owner),
+            Ok(_) | Err(Fail { code: ErrorCode::UnknownDeal, .. }) => {}
+            Err(e) => return Err(e),
+        }
+        let chain = self.chain_deal(deal).await?;
+        Ok(chain.owner)
+    }
+
+    async fn chain_deal(&self, deal: u64) -> Result<ChainDeal, Fail> {
+        let found = self
+            .deals
+            .deal(deal)
+            .await
+            .map_err(|e| Fail::new(ErrorCode::Internal, format!("cannot read deal {deal} from the chain: {e:#}")))?;
+        let d = found.ok_or_else(|| Fail::new(ErrorCode::UnknownDeal, format!("deal {deal} does not exist on chain")))?;
+        if d.provider != self.signer.address() {
+            return Err(Fail::new(ErrorCode::UnknownDeal, format!("deal {deal} is with provider {}, not this node", d.provider)));
+        }
+        Ok(d)
+    }
+
+    async fn owner(&self, signed: Signed) -> Result<Response, Fail> {
+        let Signed { deal, nonce, op, signature } = signed;
+        let parsed = OwnerOp::from_bytes(&op).map_err(|e| Fail::new(ErrorCode::Malformed, format!("owner op: {e}")))?;
+        let owner = self.owner_of(deal, &parsed).await?;
+        let signer = recover_owner(self.signer.chain_id(), self.signer.market(), deal, nonce, &op, &signature)
+            .map_err(|e| Fail::new(ErrorCode::Unauthorized, e))?;
+        if signer != owner {
+            return Err(Fail::new(
+                ErrorCode::Unauthorized,
+                format!("request signed by {signer}, but deal {deal} belongs to {owner}"),
+            ));
+        }
+        tracing::debug!(deal, nonce, op = parsed.kind(), "owner request");
+        match parsed {
+            OwnerOp::UploadBegin { num_blocks, block_bytes } => {
+                let chain = self.chain_deal(deal).await?;
+                if !chain.active {
+                    return Err(Fail::new(ErrorCode::WrongPhase, format!("deal {deal} is not active on chain (accept it first)")));
+                }
+                if chain.num_blocks != num_blocks || chain.block_bytes != block_bytes {
+                    return Err(Fail::new(
+                        ErrorCode::Mismatch,
+                        format!(
+                            "upload of {num_blocks} blocks of {block_bytes} bytes, but the deal is {} blocks of {} bytes",
+                            chain.num_blocks, chain.block_bytes
+                        ),
+                    ));
+                }
+                let params = DealParams { deal, owner, num_blocks, block_bytes };
+                self.blocking(move |s| s.upload_begin(params, nonce)).await?;
+                Ok(Response::Accepted)
+            }
+            OwnerOp::UploadBlocks { start, blocks, sealed_u } => {
+                if blocks.len() != sealed_u.len() {
+                    return Err(Fail::new(
+                        ErrorCode::Malformed,
+                        format!("{} blocks but {} checksums", blocks.len(), sealed_u.len()),
+                    ));
+                }
+                let blocks: Vec<Vec<u8>> = blocks.into_iter().map(ByteBuf::into_vec).collect();
+                let sealed: Vec<[u8; 32]> = sealed_u.into_iter().map(|s| s.0).collect();
+                self.blocking(move |s| s.upload_blocks(deal, nonce, start, &blocks, &sealed)).await?;
+                Ok(Response::Accepted)
+            }
+            OwnerOp::UploadFinish => {
+                let (root_u, c, root_c) = self.blocking(move |s| s.upload_finish(deal, nonce)).await?;
+                tracing::info!(deal, %root_u, %root_c, "upload finished: U and C built");
+                Ok(Response::Committed { root_u, c: c.into(), root_c })
+            }
+            OwnerOp::Write { index, block, sealed_u } => {
+                let out = self.blocking(move |s| s.write(deal, nonce, index, block.into_vec(), sealed_u.0)).await?;
+                tracing::debug!(deal, index, run = %out.run, "write applied");
+                Ok(Response::Written { step: out.step.into(), run: out.run.into(), run_root: out.run_root, root_u: out.root_u })
+            }
+            OwnerOp::StoreSealed { run, start, sealed } => {
+                check_batch(sealed.len() as u64, 33)?;
+                let sealed: Vec<[u8; 32]> = sealed.into_iter().map(|s| s.0).collect();
+                self.blocking(move |s| s.store_sealed(deal, nonce, run.into(), start, &sealed)).await?;
+                Ok(Response::Accepted)
+            }
+            OwnerOp::Cosign { digest } => {
+                if digest.deal != deal {
+                    return Err(Fail::new(ErrorCode::Mismatch, format!("digest for deal {} sent for deal {deal}", digest.deal)));
+                }
+                let d = Digest::from(&digest);
+                d.validate().map_err(|e| Fail::new(ErrorCode::Mismatch, e.to_string()))?;
+                let d2 = d.clone();
+                self.blocking(move |s| s.check_cosign(deal, &d2)).await?;
+                let hash = d.digest_hash(self.signer.chain_id(), self.signer.market());
+                let signature = self.signer.sign(hash).map_err(|e| Fail::new(ErrorCode::Internal, e))?;
+                tracing::info!(deal, version = d.version, %hash, "co-signed digest");
+                Ok(Response::Cosigned { signature: ByteBuf::from(signature), provider: self.signer.address() })
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl dpor_proto::net::Handler<Request, Response> for NodeHandler {
+    async fn handle(&self, _peer: PeerId, request: Result<Request, FrameError>) -> Response {
+        match request {
+            Ok(r) => self.answer(r).await,
+            Err(e) => {
+                let code = match e {
+                    FrameError::TooLarge { .. } => ErrorCode::TooLarge,
+                    _ => ErrorCode::Malformed,
+                };
+                Response::error(code, e.to_string())
+            }
+        }
+    }
+}
+
+/// The wire status of a deal view.
+pub fn status(view: &crate::store::DealView) -> DealStatus {
+    DealStatus {
+        deal: view.params.deal,
+        phase: match view.phase {
+            Phase::Uploading { received } => WirePhase::Uploading { received },
+            Phase::Live => WirePhase::Live,
+        },
+        num_blocks: view.params.num_blocks,
+        block_bytes: view.params.block_bytes,
+        last_nonce: view.last_nonce,
+        write_count: view.write_count,
+        rebuild_count: view.rebuild_count,
+        root_u: view.root_u,
+        c: (WireRun::from(view.c.0), view.c.1),
+        levels: view.levels.iter().map(|(l, r, root)| (*l, WireRun::from(*r), *root)).collect(),
+        cosigned_version: view.cosigned.as_ref().map(|d| d.version),
+        posted_version: view.posted.as_ref().map(|d| d.version),
+    }
+}
+
+/// Refuses a batch of `count` items of `item_bytes` over [`MAX_BATCH_BYTES`].
+fn check_batch(count: u64, item_bytes: u64) -> Result<(), Fail> {
+    if count > batch_len(item_bytes) || count.saturating_mul(item_bytes) > MAX_BATCH_BYTES.max(item_bytes) {
+        return Err(Fail::new(
+            ErrorCode::TooLarge,
+            format!("{count} items of {item_bytes} bytes is over the {MAX_BATCH_BYTES}-byte batch limit (ask for at most {})", batch_len(item_bytes)),
+        ));
+    }
+    Ok(())
+}
+
+/// A refused request: a code and a message.
+type Fail = dpor_proto::messages::WireError;
+
+trait FailExt {
+    fn new(code: ErrorCode, message: impl Into<String>) -> Self;
+}
+
+impl FailExt for Fail {
+    fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Fail { code, message: message.into() }
+    }
+}
+
+impl From<StoreError> for Fail {
+    fn from(e: StoreError) -> Self {
+        let code = match &e {
+            StoreError::UnknownDeal(_) => ErrorCode::UnknownDeal,
+            StoreError::UnknownRun { .. } => ErrorCode::UnknownRun,
+            StoreError::Replay { .. } => ErrorCode::Replay,
+            StoreError::Index { .. } | StoreError::Range { .. } => ErrorCode::OutOfRange,
+            StoreError::BlockSize { .. } => ErrorCode::BadBlock,
+            StoreError::Phase(_) => ErrorCode::WrongPhase,
+            StoreError::StaleVersion { .. } => ErrorCode::StaleVersion,
+            StoreError::DigestMismatch(_) => ErrorCode::Mismatch,
+            StoreError::DiskFull { .. } => ErrorCode::DiskFull,
+            _ => ErrorCode::Internal,
+        };
+        Fail { code, message: e.to_string() }
+    }
+}

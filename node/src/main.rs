@@ -1,0 +1,172 @@
+//! `dpor-node`: the dpor storage provider daemon (see the crate docs and
+//! docs/OPERATIONS.md).
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use dpor_node::config::NodeConfig;
+use std::path::PathBuf;
+
+/// The dpor storage provider node.
+#[derive(Parser)]
+#[command(name = "dpor-node", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the node: serve owners and auditors over libp2p and act on chain.
+    Run(RunArgs),
+    /// Print the node's libp2p peer id (creating its key if needed).
+    PeerId {
+        /// The data dir.
+        #[arg(long, default_value = ".dpor-node")]
+        data_dir: PathBuf,
+    },
+    /// Testing only: overwrite a fraction of the coded blocks of a deal's runs on disk
+    /// with zeros, as a provider that lost or deleted data would (script/demo uses it).
+    Erase(EraseArgs),
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// A TOML config file (docs/OPERATIONS.md); flags override it.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Data dir (store and libp2p key).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// libp2p listen multiaddr.
+    #[arg(long)]
+    listen: Option<String>,
+    /// Chain JSON-RPC URL.
+    #[arg(long)]
+    rpc_url: Option<String>,
+    /// Market contract address.
+    #[arg(long)]
+    market: Option<String>,
+    /// File holding the provider's private key (hex).
+    #[arg(long)]
+    provider_key_file: Option<PathBuf>,
+    /// Refuse uploads/writes past this many bytes in the store.
+    #[arg(long)]
+    quota_bytes: Option<u64>,
+    /// Chain polling interval in milliseconds.
+    #[arg(long)]
+    poll_interval_ms: Option<u64>,
+    /// Write the peer's full multiaddr to this file once listening.
+    #[arg(long)]
+    addr_file: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct EraseArgs {
+    /// The node's data dir.
+    #[arg(long)]
+    data_dir: PathBuf,
+    /// The deal.
+    #[arg(long)]
+    deal: u64,
+    /// Fraction of each run's coded blocks to zero (0..1).
+    #[arg(long)]
+    fraction: f64,
+    /// Only runs with this tag (0 = C, ℓ+1 = level ℓ); default all.
+    #[arg(long)]
+    tag: Option<u32>,
+    /// Only the largest filled level.
+    #[arg(long, conflicts_with = "tag")]
+    largest_level: bool,
+    /// Seed of the choice of blocks.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,libp2p=warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let result = match cli.command {
+        Command::Run(args) => run(args),
+        Command::PeerId { data_dir } => dpor_proto::net::load_or_create_keypair(&data_dir.join("p2p.key"))
+            .map(|k| println!("{}", k.public().to_peer_id()))
+            .map_err(anyhow::Error::from),
+        Command::Erase(args) => erase(args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("dpor-node: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: RunArgs) -> anyhow::Result<()> {
+    let mut config = match &args.config {
+        Some(p) => NodeConfig::load(p)?,
+        None => NodeConfig::default(),
+    };
+    if let Some(v) = args.data_dir {
+        config.data_dir = v;
+    }
+    if let Some(v) = args.listen {
+        config.listen = v;
+    }
+    if let Some(v) = args.rpc_url {
+        config.rpc_url = v;
+    }
+    if let Some(v) = args.market {
+        config.market = v;
+    }
+    if let Some(v) = args.provider_key_file {
+        config.provider_key_file = Some(v);
+        config.provider_key = None;
+    }
+    if let Some(v) = args.quota_bytes {
+        config.quota_bytes = Some(v);
+    }
+    if let Some(v) = args.poll_interval_ms {
+        config.poll_interval_ms = v;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("tokio runtime")?;
+    rt.block_on(async move {
+        let node = dpor_node::service::start(&config).await?;
+        if let Some(f) = &args.addr_file {
+            let addr = node.addrs.first().context("the node is not listening on any address")?;
+            std::fs::write(f, format!("{addr}\n")).with_context(|| format!("cannot write {}", f.display()))?;
+        }
+        eprintln!("dpor-node: provider {} listening on {:?}", node.provider, node.addrs);
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("signal handler")?;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        tracing::info!("stopping");
+        node.stop().await;
+        Ok(())
+    })
+}
+
+fn erase(args: EraseArgs) -> anyhow::Result<()> {
+    if !(0.0..=1.0).contains(&args.fraction) {
+        anyhow::bail!("--fraction must be within 0..1");
+    }
+    let report = dpor_node::tamper::erase(
+        &args.data_dir.join("store"),
+        args.deal,
+        args.fraction,
+        args.tag,
+        args.largest_level,
+        args.seed,
+    )?;
+    for (name, erased, size) in report {
+        println!("{name}: zeroed {erased} of {size} coded blocks");
+    }
+    Ok(())
+}

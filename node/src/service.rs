@@ -1,0 +1,134 @@
+//! One running node: the store, the libp2p server with the [`NodeHandler`], and the
+//! chain agent, wired together and stopped together.
+
+use crate::chain_tasks::{AgentConfig, ChainAgent, NodeRuns, Registration};
+use crate::config::NodeConfig;
+use crate::handler::{ChainDeal, DealLookup, NodeHandler};
+use crate::signing::ProviderSigner;
+use crate::store::{Store, StoreConfig};
+use alloy_primitives::{Address, B256};
+use anyhow::Context;
+use async_trait::async_trait;
+use dpor_chain::Market;
+use dpor_core::digest::Digest;
+use dpor_core::RunId;
+use dpor_proto::net::{self, NetConfig};
+use libp2p::Multiaddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The market contract as the handler's deal table.
+struct ChainDeals(Market);
+
+#[async_trait]
+impl DealLookup for ChainDeals {
+    async fn deal(&self, id: u64) -> anyhow::Result<Option<ChainDeal>> {
+        let Some(d) = self.0.get_deal(id).await? else { return Ok(None) };
+        Ok(Some(ChainDeal {
+            owner: d.owner,
+            provider: d.provider,
+            num_blocks: d.num_blocks,
+            block_bytes: d.block_size,
+            active: d.state == dpor_chain::DealState::Active,
+        }))
+    }
+}
+
+/// The store as the chain agent sees it.
+struct StoreRuns(Arc<Store>);
+
+impl NodeRuns for StoreRuns {
+    fn coded_block(&self, deal: u64, run: RunId, position: u64) -> anyhow::Result<(Vec<u8>, Vec<B256>)> {
+        let mut got = self.0.coded(deal, run, &[position])?;
+        got.pop().context("the store returned no block")
+    }
+
+    fn digest_posted(&self, deal: u64, digest: &Digest) -> anyhow::Result<()> {
+        match self.0.set_posted(deal, digest) {
+            Ok(()) | Err(crate::store::StoreError::UnknownDeal(_)) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn dispute_opened(&self, deal: u64, dispute: u64, digest: &Digest) -> anyhow::Result<()> {
+        Ok(self.0.pin_dispute(deal, dispute, digest)?)
+    }
+
+    fn dispute_closed(&self, deal: u64, dispute: u64) -> anyhow::Result<()> {
+        Ok(self.0.unpin_dispute(deal, dispute)?)
+    }
+}
+
+/// A running node.
+pub struct RunningNode {
+    /// The libp2p peer id.
+    pub peer_id: libp2p::PeerId,
+    /// The addresses it listens on (with `/p2p/<peer id>`).
+    pub addrs: Vec<Multiaddr>,
+    /// The provider account.
+    pub provider: Address,
+    server: net::ServerHandle,
+    shutdown: tokio::sync::watch::Sender<bool>,
+    agent: tokio::task::JoinHandle<()>,
+}
+
+impl RunningNode {
+    /// Stops the agent and the server.
+    pub async fn stop(self) {
+        let _ = self.shutdown.send(true);
+        let _ = self.agent.await;
+        self.server.shutdown().await;
+    }
+}
+
+/// Starts a node from its configuration: opens (and recovers) the store, listens,
+/// connects to the chain and starts the agent (which registers the provider on chain
+/// if needed, announcing the bound addresses).
+pub async fn start(config: &NodeConfig) -> anyhow::Result<RunningNode> {
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("cannot create the data dir {}", config.data_dir.display()))?;
+    let store = Arc::new(
+        Store::open(&config.data_dir.join("store"), StoreConfig { quota_bytes: config.quota_bytes })
+            .context("cannot open the store")?,
+    );
+    let keypair = net::load_or_create_keypair(&config.data_dir.join("p2p.key")).context("libp2p key")?;
+    let key = dpor_chain::parse_key(&config.provider_key_hex()?).context("provider key")?;
+    let market_addr: Address = config.market.parse().with_context(|| format!("bad market address {:?}", config.market))?;
+    let market = Market::connect(&config.rpc_url, market_addr, Some(key.clone()))
+        .await
+        .with_context(|| format!("cannot reach the market at {} on {}", config.market, config.rpc_url))?;
+    let signer = Arc::new(ProviderSigner::new(key, market.chain_id(), market_addr));
+    let provider = signer.address();
+
+    let listen: Multiaddr = config.listen.parse().with_context(|| format!("bad listen address {:?}", config.listen))?;
+    let handler = Arc::new(NodeHandler::new(store.clone(), Arc::new(ChainDeals(market.clone())), signer));
+    let net_config = NetConfig { request_timeout: Duration::from_secs(config.request_timeout_secs), ..NetConfig::default() };
+    let server = net::serve(keypair, listen, handler, net_config).await.context("cannot start the libp2p server")?;
+    let peer_id = server.peer_id();
+    let addrs: Vec<Multiaddr> = server
+        .listen_addrs()
+        .into_iter()
+        .map(|a| a.with(libp2p::multiaddr::Protocol::P2p(peer_id)))
+        .collect();
+    let announce = if config.announce.is_empty() { addrs.iter().map(|a| a.to_string()).collect() } else { config.announce.clone() };
+    tracing::info!(%peer_id, ?announce, %provider, "node listening");
+
+    let agent_config = AgentConfig {
+        poll_interval: Duration::from_millis(config.poll_interval_ms.max(50)),
+        auto_accept: config.auto_accept,
+        withdraw: config.auto_withdraw,
+        register: Some(Registration {
+            peer_id: peer_id.to_bytes(),
+            multiaddrs: announce,
+            price_per_block_epoch: config.price_per_block_epoch,
+            collateral_per_block: config.collateral_per_block,
+            capacity_blocks: config.capacity_blocks,
+            stake: config.stake,
+        }),
+        ..AgentConfig::default()
+    };
+    let (shutdown, rx) = tokio::sync::watch::channel(false);
+    let agent = ChainAgent::new(market, Arc::new(StoreRuns(store)), agent_config);
+    let agent = tokio::spawn(agent.run(rx));
+    Ok(RunningNode { peer_id, addrs, provider, server, shutdown, agent })
+}

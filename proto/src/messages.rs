@@ -1,0 +1,640 @@
+//! Every message between an owner or auditor (the client) and a storage node (the
+//! server), protocol `/dpor/1` ([`crate::codec::PROTOCOL`]). This module is the
+//! specification; `docs/PROTOCOL.md` walks through the flows that use it.
+//!
+//! A connection carries independent request/response pairs (libp2p request-response,
+//! one Yamux stream each), each a CBOR frame of at most [`crate::codec::MAX_FRAME_BYTES`]
+//! (see [`crate::codec`]). Bulk data moves in batches of at most [`MAX_BATCH_BYTES`]
+//! of payload; the node refuses a request whose answer would be larger
+//! ([`ErrorCode::TooLarge`]).
+//!
+//! Two kinds of requests:
+//!
+//! - **Public** reads ([`Request::Status`], [`Request::Read`], [`Request::UPath`], [`Request::Download`],
+//!   [`Request::ULeaves`], [`Request::Samples`], [`Request::Coded`],
+//!   [`Request::RunLeaves`], [`Request::Sealed`]): anyone may ask; everything returned is
+//!   checked by the asker against roots it trusts (its own, or a digest posted on chain).
+//!   Coded blocks reveal the data anyway (any half of a run decodes), so data privacy
+//!   is the owner's to add by encrypting the file; the scheme protects integrity and
+//!   retrievability.
+//! - **Owner** operations ([`Request::Owner`] carrying a [`Signed`] [`OwnerOp`]): signed by
+//!   the deal's owner key (the Ethereum account that opened the deal on chain) over
+//!   [`owner_request_hash`], with a per-deal nonce that must strictly increase (a
+//!   replayed or reordered request is refused, [`ErrorCode::Replay`]).
+//!
+//! Every failure is a [`Response::Error`] with a [`ErrorCode`] and a human message; the
+//! connection stays open and nothing is stored.
+
+use alloy_primitives::{keccak256, Address, B256};
+use dpor_core::digest::Digest;
+use dpor_core::state::WriteStep;
+use dpor_core::{RunId, RunTag};
+use serde::{Deserialize, Serialize};
+use serde_bytes::ByteBuf;
+
+/// Most payload bytes (blocks, hashes, checksums) one request or response carries:
+/// 4 MiB. Clients split bulk transfers into batches of this size; the frame limit
+/// ([`crate::codec::MAX_FRAME_BYTES`], 8 MiB) leaves room for the encoding.
+pub const MAX_BATCH_BYTES: u64 = 4 << 20;
+
+/// Domain of the owner request hash ([`owner_request_hash`]).
+pub const OWNER_REQUEST_DOMAIN: &[u8] = b"dpor.owner-request.v1";
+
+/// How many items of `item_bytes` bytes each fit in one batch (at least 1).
+pub fn batch_len(item_bytes: u64) -> u64 {
+    (MAX_BATCH_BYTES / item_bytes.max(1)).max(1)
+}
+
+/// A run's name on the wire: the tag (C = 0, level ℓ = ℓ + 1) and the build time in
+/// total writes ([`RunId`]; computed from any digest by `Digest::run_ids`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct WireRun {
+    /// Run tag: 0 for C, ℓ + 1 for level ℓ of H.
+    pub tag: u32,
+    /// Total writes (rebuilds·N + t) when the run was built.
+    pub built_at: u64,
+}
+
+impl From<RunId> for WireRun {
+    fn from(r: RunId) -> Self {
+        Self { tag: r.tag.0, built_at: r.built_at }
+    }
+}
+
+impl From<WireRun> for RunId {
+    fn from(r: WireRun) -> Self {
+        RunId { tag: RunTag(r.tag), built_at: r.built_at }
+    }
+}
+
+/// A digest (ENCODING.md §5) on the wire: the same fields as the EIP-712 struct.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireDigest {
+    /// The deal id.
+    pub deal: u64,
+    /// Strictly increasing version.
+    pub version: u64,
+    /// N, blocks (a power of two).
+    pub num_blocks: u64,
+    /// t, writes since the last C-rebuild.
+    pub write_count: u64,
+    /// C-rebuilds so far.
+    pub rebuild_count: u64,
+    /// Root of U's tree.
+    pub root_u: B256,
+    /// Root of C's tree.
+    pub root_c: B256,
+    /// Roots of the filled levels, ascending ℓ.
+    pub level_roots: Vec<B256>,
+}
+
+impl From<&Digest> for WireDigest {
+    fn from(d: &Digest) -> Self {
+        Self {
+            deal: d.dealId.saturating_to(),
+            version: d.version,
+            num_blocks: d.numBlocks,
+            write_count: d.writeCount,
+            rebuild_count: d.rebuildCount,
+            root_u: d.rootU,
+            root_c: d.rootC,
+            level_roots: d.levelRoots.clone(),
+        }
+    }
+}
+
+impl From<&WireDigest> for Digest {
+    fn from(d: &WireDigest) -> Self {
+        Digest {
+            dealId: alloy_primitives::U256::from(d.deal),
+            version: d.version,
+            numBlocks: d.num_blocks,
+            writeCount: d.write_count,
+            rebuildCount: d.rebuild_count,
+            rootU: d.root_u,
+            rootC: d.root_c,
+            levelRoots: d.level_roots.clone(),
+        }
+    }
+}
+
+/// A request from a client to a node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    /// Public: the node's view of a deal. Answer: [`Response::Status`].
+    Status {
+        /// The deal.
+        deal: u64,
+    },
+    /// Public: Read(i) (§6): U's block `index` with σ̃_U and its U path. Answer:
+    /// [`Response::Block`].
+    Read {
+        /// The deal.
+        deal: u64,
+        /// Block index, < N.
+        index: u64,
+    },
+    /// Public: U's leaf parts (block root, σ̃_U) and path for `index`, without the
+    /// block: what the owner needs before a write (§5.4 step 1) to compute the new
+    /// rootU itself. Answer: [`Response::UPath`].
+    UPath {
+        /// The deal.
+        deal: u64,
+        /// Block index, < N.
+        index: u64,
+    },
+    /// Public: `count` raw blocks of U from `start` (download). Answer:
+    /// [`Response::Blocks`]. `count · β ≤` [`MAX_BATCH_BYTES`].
+    Download {
+        /// The deal.
+        deal: u64,
+        /// First index.
+        start: u64,
+        /// Blocks.
+        count: u64,
+    },
+    /// Public: U's leaves' parts (block root, σ̃_U) for `count` indices from `start`,
+    /// so the owner can check σ̃_U against rootU before a C-rebuild check. Answer:
+    /// [`Response::ULeaves`].
+    ULeaves {
+        /// The deal.
+        deal: u64,
+        /// First index.
+        start: u64,
+        /// Leaves (`64·count ≤` [`MAX_BATCH_BYTES`]).
+        count: u64,
+    },
+    /// Public: coded blocks of a run at `positions`, each with its run path (audits
+    /// and owner spot-checks). Answer: [`Response::Samples`], in the order asked.
+    Samples {
+        /// The deal.
+        deal: u64,
+        /// The run (must be live: current, co-signed, posted or disputed).
+        run: WireRun,
+        /// Positions, each < the run's size.
+        positions: Vec<u64>,
+    },
+    /// Public: `count` raw coded blocks of a run from `start`, without paths (for
+    /// extraction; check them against [`Request::RunLeaves`]). Answer: [`Response::Coded`].
+    Coded {
+        /// The deal.
+        deal: u64,
+        /// The run.
+        run: WireRun,
+        /// First position.
+        start: u64,
+        /// Blocks.
+        count: u64,
+    },
+    /// Public: `count` leaves of a run's tree from `start`. Answer: [`Response::RunLeaves`].
+    RunLeaves {
+        /// The deal.
+        deal: u64,
+        /// The run.
+        run: WireRun,
+        /// First position.
+        start: u64,
+        /// Leaves.
+        count: u64,
+    },
+    /// Public: the owner's stored σ̃ for `count` positions of a run from `start`.
+    /// Answer: [`Response::Sealed`].
+    Sealed {
+        /// The deal.
+        deal: u64,
+        /// The run.
+        run: WireRun,
+        /// First position.
+        start: u64,
+        /// Entries.
+        count: u64,
+    },
+    /// An owner operation, signed.
+    Owner(Signed),
+}
+
+impl Request {
+    /// A short name for logs and errors.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Request::Status { .. } => "status",
+            Request::Read { .. } => "read",
+            Request::UPath { .. } => "u-path",
+            Request::Download { .. } => "download",
+            Request::ULeaves { .. } => "u-leaves",
+            Request::Samples { .. } => "samples",
+            Request::Coded { .. } => "coded",
+            Request::RunLeaves { .. } => "run-leaves",
+            Request::Sealed { .. } => "sealed",
+            Request::Owner(_) => "owner",
+        }
+    }
+}
+
+/// An owner operation with its authentication.
+///
+/// `op` is the CBOR encoding of an [`OwnerOp`], carried as bytes so that the node
+/// checks the signature over exactly the bytes the owner signed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Signed {
+    /// The deal.
+    pub deal: u64,
+    /// Strictly greater than the last nonce the node accepted for this deal.
+    pub nonce: u64,
+    /// CBOR of the [`OwnerOp`].
+    pub op: ByteBuf,
+    /// 65-byte ECDSA signature (r ‖ s ‖ v) by the deal's owner over
+    /// [`owner_request_hash`].
+    pub signature: ByteBuf,
+}
+
+/// The hash an owner signs for a request: keccak256 of
+/// `"dpor.owner-request.v1" ‖ u64be(chain id) ‖ market address (20 bytes) ‖ u64be(deal)
+/// ‖ u64be(nonce) ‖ keccak256(op bytes)`. Binding the chain and the market stops a
+/// request from being replayed against another deployment; the nonce, within one.
+pub fn owner_request_hash(chain_id: u64, market: Address, deal: u64, nonce: u64, op: &[u8]) -> B256 {
+    let mut buf = Vec::with_capacity(OWNER_REQUEST_DOMAIN.len() + 8 + 20 + 8 + 8 + 32);
+    buf.extend_from_slice(OWNER_REQUEST_DOMAIN);
+    buf.extend_from_slice(&chain_id.to_be_bytes());
+    buf.extend_from_slice(market.as_slice());
+    buf.extend_from_slice(&deal.to_be_bytes());
+    buf.extend_from_slice(&nonce.to_be_bytes());
+    buf.extend_from_slice(keccak256(op).as_slice());
+    keccak256(&buf)
+}
+
+/// What an owner asks a node to do (§6). Each is carried inside a [`Signed`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OwnerOp {
+    /// Init: start (or restart) the upload of a deal's file: N blocks of β bytes; both
+    /// must match the deal on chain. Answer: [`Response::Accepted`].
+    UploadBegin {
+        /// N (a power of two).
+        num_blocks: u64,
+        /// β, bytes per block.
+        block_bytes: u32,
+    },
+    /// Init: the next blocks of U, in order (`start` = blocks received so far), each β
+    /// bytes, with their σ̃_U. Answer: [`Response::Accepted`].
+    UploadBlocks {
+        /// Index of the first block.
+        start: u64,
+        /// The blocks.
+        blocks: Vec<ByteBuf>,
+        /// σ̃_U of each block (32 bytes each).
+        sealed_u: Vec<B256>,
+    },
+    /// Init: all N blocks are in; build U's tree, C and C's tree. Answer:
+    /// [`Response::Committed`].
+    UploadFinish,
+    /// Write(i, B) (§5.4): U[i] = B, then HAdd (or the C-rebuild on the N-th write).
+    /// Answer: [`Response::Written`].
+    Write {
+        /// Block index, < N.
+        index: u64,
+        /// The new block, β bytes.
+        block: ByteBuf,
+        /// Its σ̃_U.
+        sealed_u: B256,
+    },
+    /// Store the owner's σ̃ for positions `start..` of a live run. Answer:
+    /// [`Response::Accepted`].
+    StoreSealed {
+        /// The run.
+        run: WireRun,
+        /// First position.
+        start: u64,
+        /// σ̃ per position.
+        sealed: Vec<B256>,
+    },
+    /// Co-sign a checkpoint digest: the node signs it (EIP-712) if it describes exactly
+    /// its current state and its version is above any it signed. Answer:
+    /// [`Response::Cosigned`].
+    Cosign {
+        /// The digest.
+        digest: WireDigest,
+    },
+}
+
+impl OwnerOp {
+    /// CBOR bytes of the op (what [`Signed::op`] carries).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        // Serializing plain data into a Vec cannot fail.
+        let _ = ciborium::into_writer(self, &mut out);
+        out
+    }
+
+    /// Parses [`Signed::op`].
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, String> {
+        ciborium::from_reader(bytes).map_err(|e| e.to_string())
+    }
+
+    /// A short name for logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            OwnerOp::UploadBegin { .. } => "upload-begin",
+            OwnerOp::UploadBlocks { .. } => "upload-blocks",
+            OwnerOp::UploadFinish => "upload-finish",
+            OwnerOp::Write { .. } => "write",
+            OwnerOp::StoreSealed { .. } => "store-sealed",
+            OwnerOp::Cosign { .. } => "cosign",
+        }
+    }
+}
+
+/// A coded block with its run path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireSample {
+    /// Position in the run.
+    pub position: u64,
+    /// The coded block (8·s bytes).
+    pub block: ByteBuf,
+    /// Its run path, leaf to root.
+    pub path: Vec<B256>,
+}
+
+/// Upload progress of a deal on the node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WirePhase {
+    /// Blocks `0..received` are in.
+    Uploading {
+        /// Blocks received.
+        received: u64,
+    },
+    /// Uploaded: C is built and the deal serves reads, writes and audits.
+    Live,
+}
+
+/// What a write rebuilt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WireStep {
+    /// HAdd filled this level (emptying the levels below).
+    Level(u32),
+    /// The N-th write since the last rebuild: C ← encode(U), H emptied.
+    CRebuild,
+}
+
+impl From<WriteStep> for WireStep {
+    fn from(s: WriteStep) -> Self {
+        match s {
+            WriteStep::Level(l) => WireStep::Level(l),
+            WriteStep::CRebuild => WireStep::CRebuild,
+        }
+    }
+}
+
+/// The node's view of a deal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DealStatus {
+    /// The deal.
+    pub deal: u64,
+    /// Upload progress.
+    pub phase: WirePhase,
+    /// N.
+    pub num_blocks: u64,
+    /// β in bytes.
+    pub block_bytes: u32,
+    /// The last owner nonce accepted.
+    pub last_nonce: u64,
+    /// t.
+    pub write_count: u64,
+    /// C-rebuilds so far.
+    pub rebuild_count: u64,
+    /// rootU.
+    pub root_u: B256,
+    /// C's name and root.
+    pub c: (WireRun, B256),
+    /// The filled levels: (ℓ, name, root), ascending ℓ.
+    pub levels: Vec<(u32, WireRun, B256)>,
+    /// Version of the latest digest the node co-signed.
+    pub cosigned_version: Option<u64>,
+    /// Version of the latest digest posted on chain that the node has seen.
+    pub posted_version: Option<u64>,
+}
+
+/// Why a request failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ErrorCode {
+    /// The frame did not decode as a request.
+    Malformed,
+    /// The request, or its answer, is over the size limits.
+    TooLarge,
+    /// The node holds no such deal (or it is not this node's deal on chain).
+    UnknownDeal,
+    /// No such live run.
+    UnknownRun,
+    /// An owner request not signed by the deal's owner.
+    Unauthorized,
+    /// A nonce not above the last one accepted (replayed or reordered).
+    Replay,
+    /// An index or position out of range, or a bad batch start.
+    OutOfRange,
+    /// A block of the wrong size.
+    BadBlock,
+    /// An operation in the wrong phase (e.g. a write before the upload finished).
+    WrongPhase,
+    /// A digest version not above the last one.
+    StaleVersion,
+    /// A digest that does not describe the node's state.
+    Mismatch,
+    /// The node refuses to store more: out of disk or quota.
+    DiskFull,
+    /// Anything else on the node's side (storage I/O, chain unreachable).
+    Internal,
+}
+
+/// An error answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireError {
+    /// The kind.
+    pub code: ErrorCode,
+    /// What went wrong, for humans.
+    pub message: String,
+}
+
+impl std::fmt::Display for WireError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for WireError {}
+
+/// A node's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Response {
+    /// For [`Request::Status`].
+    Status(DealStatus),
+    /// For [`Request::Read`].
+    Block {
+        /// The index.
+        index: u64,
+        /// U[index], β bytes.
+        block: ByteBuf,
+        /// σ̃_U(index).
+        sealed_u: B256,
+        /// U path, leaf to root.
+        path: Vec<B256>,
+    },
+    /// For [`Request::UPath`].
+    UPath {
+        /// The index.
+        index: u64,
+        /// Block root of U[index] (ENCODING §2).
+        block_root: B256,
+        /// σ̃_U(index).
+        sealed_u: B256,
+        /// U path, leaf to root.
+        path: Vec<B256>,
+    },
+    /// For [`Request::Download`].
+    Blocks {
+        /// First index.
+        start: u64,
+        /// The blocks, β bytes each.
+        blocks: Vec<ByteBuf>,
+    },
+    /// For [`Request::ULeaves`]: (block root, σ̃_U) per index.
+    ULeaves {
+        /// First index.
+        start: u64,
+        /// The leaves' parts.
+        leaves: Vec<(B256, B256)>,
+    },
+    /// For [`Request::Samples`].
+    Samples {
+        /// The run.
+        run: WireRun,
+        /// One per position asked, in order.
+        samples: Vec<WireSample>,
+    },
+    /// For [`Request::Coded`].
+    Coded {
+        /// The run.
+        run: WireRun,
+        /// First position.
+        start: u64,
+        /// The coded blocks (8·s bytes each).
+        blocks: Vec<ByteBuf>,
+    },
+    /// For [`Request::RunLeaves`].
+    RunLeaves {
+        /// The run.
+        run: WireRun,
+        /// First position.
+        start: u64,
+        /// The leaves.
+        leaves: Vec<B256>,
+    },
+    /// For [`Request::Sealed`]: `None` where the owner stored nothing.
+    Sealed {
+        /// The run.
+        run: WireRun,
+        /// First position.
+        start: u64,
+        /// σ̃ per position.
+        sealed: Vec<Option<B256>>,
+    },
+    /// For [`OwnerOp::UploadBegin`], [`OwnerOp::UploadBlocks`], [`OwnerOp::StoreSealed`].
+    Accepted,
+    /// For [`OwnerOp::UploadFinish`]: the roots the node committed to.
+    Committed {
+        /// rootU.
+        root_u: B256,
+        /// C's name.
+        c: WireRun,
+        /// rootC.
+        root_c: B256,
+    },
+    /// For [`OwnerOp::Write`].
+    Written {
+        /// What was rebuilt.
+        step: WireStep,
+        /// The new run (a level, or C).
+        run: WireRun,
+        /// Its root.
+        run_root: B256,
+        /// The new rootU.
+        root_u: B256,
+    },
+    /// For [`OwnerOp::Cosign`]: the provider's 65-byte EIP-712 signature.
+    Cosigned {
+        /// r ‖ s ‖ v.
+        signature: ByteBuf,
+        /// The signing provider account.
+        provider: Address,
+    },
+    /// Any failure.
+    Error(WireError),
+}
+
+impl Response {
+    /// An error answer.
+    pub fn error(code: ErrorCode, message: impl Into<String>) -> Self {
+        Response::Error(WireError { code, message: message.into() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip<T: Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug>(v: &T) -> usize {
+        let mut buf = Vec::new();
+        ciborium::into_writer(v, &mut buf).unwrap();
+        let back: T = ciborium::from_reader(buf.as_slice()).unwrap();
+        assert_eq!(&back, v);
+        buf.len()
+    }
+
+    #[test]
+    fn hashes_and_blocks_encode_as_byte_strings() {
+        // B256 must be a 32-byte CBOR byte string (34 bytes), not hex text or an array:
+        // paths and blocks dominate the bytes on the wire.
+        let path = vec![B256::repeat_byte(7); 16];
+        let r = Response::Samples {
+            run: WireRun { tag: 3, built_at: 9 },
+            samples: vec![WireSample { position: 5, block: ByteBuf::from(vec![1u8; 4696]), path }],
+        };
+        let n = round_trip(&r);
+        assert!(n < 4696 + 16 * 34 + 80, "encoding overhead too large: {n} bytes");
+    }
+
+    #[test]
+    fn owner_ops_round_trip_through_bytes() {
+        let op = OwnerOp::Write { index: 3, block: ByteBuf::from(vec![9u8; 64]), sealed_u: B256::repeat_byte(1) };
+        assert_eq!(OwnerOp::from_bytes(&op.to_bytes()).unwrap(), op);
+        assert!(OwnerOp::from_bytes(&[0xff, 0x00]).is_err());
+        let signed = Request::Owner(Signed { deal: 1, nonce: 2, op: ByteBuf::from(op.to_bytes()), signature: ByteBuf::from(vec![0u8; 65]) });
+        round_trip(&signed);
+    }
+
+    #[test]
+    fn request_hash_binds_every_field() {
+        let m = Address::repeat_byte(5);
+        let base = owner_request_hash(1, m, 2, 3, b"op");
+        assert_ne!(base, owner_request_hash(9, m, 2, 3, b"op"));
+        assert_ne!(base, owner_request_hash(1, Address::repeat_byte(6), 2, 3, b"op"));
+        assert_ne!(base, owner_request_hash(1, m, 4, 3, b"op"));
+        assert_ne!(base, owner_request_hash(1, m, 2, 4, b"op"));
+        assert_ne!(base, owner_request_hash(1, m, 2, 3, b"oq"));
+    }
+
+    #[test]
+    fn digest_converts_both_ways() {
+        let d = Digest {
+            dealId: alloy_primitives::U256::from(7u64),
+            version: 3,
+            numBlocks: 8,
+            writeCount: 5,
+            rebuildCount: 1,
+            rootU: B256::repeat_byte(1),
+            rootC: B256::repeat_byte(2),
+            levelRoots: vec![B256::repeat_byte(3), B256::repeat_byte(4)],
+        };
+        let w = WireDigest::from(&d);
+        assert_eq!(Digest::from(&w), d);
+        round_trip(&w);
+    }
+}

@@ -1,0 +1,20 @@
+//! # dpor-cli
+//!
+//! The verifier CLI of dpor (binary `dpor`): owner commands (open a deal, upload,
+//! read, write, checkpoint, download, extract, status) and auditor commands (audit,
+//! record, dispute, slash), each verifying everything the node returns against roots
+//! the user trusts (its own, or a digest posted on chain).
+//!
+//! - [`context`]: global flags, the chain client, finding a deal's node.
+//! - [`node_client`]: a typed client of one node (`dpor_proto`).
+//! - [`owner_state`]: the owner's small state file.
+//! - [`owner`]: the owner's flows (§6) and commands.
+//! - [`auditor`]: the public audit and its on-chain consequences.
+//! - [`output`]: human and JSON output.
+
+pub mod auditor;
+pub mod context;
+pub mod node_client;
+pub mod output;
+pub mod owner;
+pub mod owner_state;

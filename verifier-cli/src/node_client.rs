@@ -1,0 +1,246 @@
+//! A typed client of one storage node: each protocol request as an async method that
+//! returns the expected answer or a clear error (`dpor_proto::messages`).
+//!
+//! Owner operations are signed here with the owner's key over
+//! `owner_request_hash(chain id, market, deal, nonce, op)`.
+
+use alloy::signers::local::PrivateKeySigner;
+use alloy::signers::SignerSync;
+use alloy_primitives::{Address, B256};
+use anyhow::{anyhow, bail, Context};
+use dpor_proto::messages::{
+    owner_request_hash, DealStatus, OwnerOp, Request, Response, Signed, WireDigest, WireRun, WireSample, WireStep,
+};
+use dpor_proto::net::{Client, Multiaddr, NetConfig};
+use serde_bytes::ByteBuf;
+use std::time::Duration;
+
+/// A connection to one node.
+#[derive(Clone)]
+pub struct NodeClient {
+    client: Client<Request, Response>,
+    /// Bytes sent in requests (CBOR bodies), for bandwidth figures.
+    sent: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// Bytes received in responses (CBOR bodies).
+    received: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// What a write returned.
+#[derive(Debug, Clone, Copy)]
+pub struct Written {
+    /// What was rebuilt.
+    pub step: WireStep,
+    /// The new run.
+    pub run: WireRun,
+    /// Its root.
+    pub run_root: B256,
+    /// The new rootU.
+    pub root_u: B256,
+}
+
+fn cbor_len<T: serde::Serialize>(v: &T) -> u64 {
+    let mut w = CountingWriter(0);
+    let _ = ciborium::into_writer(v, &mut w);
+    w.0
+}
+
+struct CountingWriter(u64);
+
+impl std::io::Write for CountingWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len() as u64;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl NodeClient {
+    /// Dials the node at `addr` (a multiaddr, ideally with `/p2p/<peer id>`).
+    pub async fn connect(addr: &str, timeout: Duration) -> anyhow::Result<Self> {
+        let addr: Multiaddr = addr.parse().with_context(|| format!("bad node address {addr:?}"))?;
+        let config = NetConfig { request_timeout: timeout, ..NetConfig::default() };
+        let client = Client::connect(addr.clone(), config).await.with_context(|| format!("cannot connect to the node at {addr}"))?;
+        Ok(Self { client, sent: Default::default(), received: Default::default() })
+    }
+
+    /// (bytes sent, bytes received) in message bodies so far (each frame adds 4 bytes).
+    pub fn traffic(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.sent.load(Relaxed), self.received.load(Relaxed))
+    }
+
+    /// Sends a request; a [`Response::Error`] becomes an error naming the request.
+    pub async fn call(&self, request: Request) -> anyhow::Result<Response> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let kind = request.kind();
+        self.sent.fetch_add(cbor_len(&request) + 4, Relaxed);
+        let response = self.client.request(request).await.with_context(|| format!("{kind} request failed"))?;
+        self.received.fetch_add(cbor_len(&response) + 4, Relaxed);
+        match response {
+            Response::Error(e) => Err(anyhow!(e).context(format!("the node refused the {kind} request"))),
+            r => Ok(r),
+        }
+    }
+
+    /// The node's view of `deal`.
+    pub async fn status(&self, deal: u64) -> anyhow::Result<DealStatus> {
+        match self.call(Request::Status { deal }).await? {
+            Response::Status(s) => Ok(s),
+            other => unexpected("status", &other),
+        }
+    }
+
+    /// Read(i): (block, σ̃_U, U path).
+    pub async fn read(&self, deal: u64, index: u64) -> anyhow::Result<(Vec<u8>, B256, Vec<B256>)> {
+        match self.call(Request::Read { deal, index }).await? {
+            Response::Block { index: i, block, sealed_u, path } if i == index => Ok((block.into_vec(), sealed_u, path)),
+            other => unexpected("read", &other),
+        }
+    }
+
+    /// U's leaf parts and path for `index`: (block root, σ̃_U, path).
+    pub async fn u_path(&self, deal: u64, index: u64) -> anyhow::Result<(B256, B256, Vec<B256>)> {
+        match self.call(Request::UPath { deal, index }).await? {
+            Response::UPath { index: i, block_root, sealed_u, path } if i == index => Ok((block_root, sealed_u, path)),
+            other => unexpected("u-path", &other),
+        }
+    }
+
+    /// `count` blocks of U from `start`.
+    pub async fn download(&self, deal: u64, start: u64, count: u64) -> anyhow::Result<Vec<Vec<u8>>> {
+        match self.call(Request::Download { deal, start, count }).await? {
+            Response::Blocks { start: s, blocks } if s == start && blocks.len() as u64 == count => {
+                Ok(blocks.into_iter().map(ByteBuf::into_vec).collect())
+            }
+            other => unexpected("download", &other),
+        }
+    }
+
+    /// (block root, σ̃_U) for `count` indices from `start`.
+    pub async fn u_leaves(&self, deal: u64, start: u64, count: u64) -> anyhow::Result<Vec<(B256, B256)>> {
+        match self.call(Request::ULeaves { deal, start, count }).await? {
+            Response::ULeaves { start: s, leaves } if s == start && leaves.len() as u64 == count => Ok(leaves),
+            other => unexpected("u-leaves", &other),
+        }
+    }
+
+    /// Coded blocks at `positions` of `run`, with run paths.
+    pub async fn samples(&self, deal: u64, run: WireRun, positions: Vec<u64>) -> anyhow::Result<Vec<WireSample>> {
+        let n = positions.len();
+        match self.call(Request::Samples { deal, run, positions }).await? {
+            Response::Samples { run: r, samples } if r == run && samples.len() == n => Ok(samples),
+            other => unexpected("samples", &other),
+        }
+    }
+
+    /// `count` raw coded blocks of `run` from `start`.
+    pub async fn coded(&self, deal: u64, run: WireRun, start: u64, count: u64) -> anyhow::Result<Vec<Vec<u8>>> {
+        match self.call(Request::Coded { deal, run, start, count }).await? {
+            Response::Coded { run: r, start: s, blocks } if r == run && s == start && blocks.len() as u64 == count => {
+                Ok(blocks.into_iter().map(ByteBuf::into_vec).collect())
+            }
+            other => unexpected("coded", &other),
+        }
+    }
+
+    /// `count` leaves of `run`'s tree from `start`.
+    pub async fn run_leaves(&self, deal: u64, run: WireRun, start: u64, count: u64) -> anyhow::Result<Vec<B256>> {
+        match self.call(Request::RunLeaves { deal, run, start, count }).await? {
+            Response::RunLeaves { run: r, start: s, leaves } if r == run && s == start && leaves.len() as u64 == count => Ok(leaves),
+            other => unexpected("run-leaves", &other),
+        }
+    }
+
+    /// The owner's σ̃ for `count` positions of `run` from `start`.
+    pub async fn sealed(&self, deal: u64, run: WireRun, start: u64, count: u64) -> anyhow::Result<Vec<Option<B256>>> {
+        match self.call(Request::Sealed { deal, run, start, count }).await? {
+            Response::Sealed { run: r, start: s, sealed } if r == run && s == start && sealed.len() as u64 == count => Ok(sealed),
+            other => unexpected("sealed", &other),
+        }
+    }
+}
+
+/// An owner's signing context for one deal.
+pub struct OwnerAuth<'a> {
+    /// The owner key.
+    pub key: &'a PrivateKeySigner,
+    /// Chain id.
+    pub chain_id: u64,
+    /// Market contract.
+    pub market: Address,
+    /// The deal.
+    pub deal: u64,
+}
+
+impl OwnerAuth<'_> {
+    /// The signed request for `op` with `nonce`.
+    pub fn sign(&self, nonce: u64, op: &OwnerOp) -> anyhow::Result<Request> {
+        let bytes = op.to_bytes();
+        let hash = owner_request_hash(self.chain_id, self.market, self.deal, nonce, &bytes);
+        let sig = self.key.sign_hash_sync(&hash).context("signing the request")?;
+        Ok(Request::Owner(Signed {
+            deal: self.deal,
+            nonce,
+            op: ByteBuf::from(bytes),
+            signature: ByteBuf::from(sig.as_bytes().to_vec()),
+        }))
+    }
+}
+
+impl NodeClient {
+    /// Sends an owner op expecting [`Response::Accepted`].
+    pub async fn owner_accepted(&self, auth: &OwnerAuth<'_>, nonce: u64, op: OwnerOp) -> anyhow::Result<()> {
+        let kind = op.kind();
+        match self.call(auth.sign(nonce, &op)?).await.with_context(|| format!("owner {kind}"))? {
+            Response::Accepted => Ok(()),
+            other => unexpected(kind, &other),
+        }
+    }
+
+    /// UploadFinish: (rootU, C's name, rootC).
+    pub async fn upload_finish(&self, auth: &OwnerAuth<'_>, nonce: u64) -> anyhow::Result<(B256, WireRun, B256)> {
+        match self.call(auth.sign(nonce, &OwnerOp::UploadFinish)?).await.context("owner upload-finish")? {
+            Response::Committed { root_u, c, root_c } => Ok((root_u, c, root_c)),
+            other => unexpected("upload-finish", &other),
+        }
+    }
+
+    /// Write(i, B).
+    pub async fn write(&self, auth: &OwnerAuth<'_>, nonce: u64, index: u64, block: Vec<u8>, sealed_u: B256) -> anyhow::Result<Written> {
+        let op = OwnerOp::Write { index, block: ByteBuf::from(block), sealed_u };
+        match self.call(auth.sign(nonce, &op)?).await.context("owner write")? {
+            Response::Written { step, run, run_root, root_u } => Ok(Written { step, run, run_root, root_u }),
+            other => unexpected("write", &other),
+        }
+    }
+
+    /// Cosign: the provider's signature and address.
+    pub async fn cosign(&self, auth: &OwnerAuth<'_>, nonce: u64, digest: WireDigest) -> anyhow::Result<(Vec<u8>, Address)> {
+        match self.call(auth.sign(nonce, &OwnerOp::Cosign { digest })?).await.context("owner cosign")? {
+            Response::Cosigned { signature, provider } => Ok((signature.into_vec(), provider)),
+            other => unexpected("cosign", &other),
+        }
+    }
+}
+
+fn unexpected<T>(what: &str, got: &Response) -> anyhow::Result<T> {
+    let name = match got {
+        Response::Status(_) => "Status",
+        Response::Block { .. } => "Block",
+        Response::UPath { .. } => "UPath",
+        Response::Blocks { .. } => "Blocks",
+        Response::ULeaves { .. } => "ULeaves",
+        Response::Samples { .. } => "Samples",
+        Response::Coded { .. } => "Coded",
+        Response::RunLeaves { .. } => "RunLeaves",
+        Response::Sealed { .. } => "Sealed",
+        Response::Accepted => "Accepted",
+        Response::Committed { .. } => "Committed",
+        Response::Written { .. } => "Written",
+        Response::Cosigned { .. } => "Cosigned",
+        Response::Error(_) => "Error",
+    };
+    bail!("the node answered the {what} request with an unexpected or mismatched {name} response")
+}

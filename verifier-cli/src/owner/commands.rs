@@ -1,0 +1,398 @@
+//! The owner's commands: open a deal, upload, read, write, checkpoint, download,
+//! extract, status. Each loads the owner state, talks to the chain and the node,
+//! verifies, saves the state and reports.
+
+use super::flows;
+use crate::context::Ctx;
+use crate::node_client::OwnerAuth;
+use crate::output::Output;
+use crate::owner_state::{OwnerState, DEFAULT_CACHE_LEVELS};
+use alloy::signers::SignerSync;
+use alloy_primitives::{Address, Signature, B256};
+use anyhow::{bail, ensure, Context};
+use clap::Subcommand;
+use dpor_proto::messages::WireDigest;
+use serde_json::json;
+use std::io::Read;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Owner commands.
+#[derive(Debug, Subcommand)]
+pub enum OwnerCommand {
+    /// Deals: open one (escrowing payment) with a provider.
+    #[command(subcommand)]
+    Deal(DealCommand),
+    /// Upload FILE to the deal's node and verify the node's U and C (§6 Init).
+    Upload {
+        /// The file.
+        file: PathBuf,
+    },
+    /// Read block I, verified against rootU and its checksum; writes it to --out or stdout.
+    Read {
+        /// Block index.
+        index: u64,
+        /// Output file (default: stdout).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Write block I from FILE (or - for stdin; at most β bytes, zero-padded), verifying the node's rebuild (§5.4).
+    Write {
+        /// Block index.
+        index: u64,
+        /// File holding the new block, or - for stdin.
+        file: String,
+    },
+    /// Checkpoint: get the provider's signature on the current digest and post the dual-signed digest on chain.
+    Checkpoint,
+    /// Download the whole file (U), verified against rootU, into OUT.
+    Download {
+        /// Output file.
+        out: PathBuf,
+    },
+    /// Recover the file from coded blocks only (C and H), decoding what is missing, into OUT.
+    Extract {
+        /// Output file.
+        out: PathBuf,
+    },
+    /// Show the owner's state, the node's view and the deal on chain.
+    Status,
+}
+
+/// `deal` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum DealCommand {
+    /// Open a deal with a provider: escrows price·N·epochs tokens; writes the owner state file.
+    Open {
+        /// The provider's account.
+        #[arg(long)]
+        provider: Address,
+        /// Size the deal for this file (N = blocks it needs, rounded up to a power of two).
+        #[arg(long, conflicts_with = "blocks")]
+        file: Option<PathBuf>,
+        /// N, blocks (a power of two).
+        #[arg(long)]
+        blocks: Option<u64>,
+        /// β, bytes per block.
+        #[arg(long, default_value_t = 4096)]
+        block_bytes: u32,
+        /// λ, audit samples per run.
+        #[arg(long, default_value_t = 128)]
+        lambda: u16,
+        /// Chunk samples in each epoch's on-chain proof (1..8).
+        #[arg(long, default_value_t = 2)]
+        samples: u8,
+        /// Duration in epochs.
+        #[arg(long, default_value_t = 100)]
+        epochs: u32,
+        /// Price per block per epoch in token base units (default: the provider's ask).
+        #[arg(long)]
+        price: Option<u128>,
+        /// Local chain only: mint the escrow with the test token first.
+        #[arg(long)]
+        mint: bool,
+        /// Smallest levels whose checksums stay in the state file.
+        #[arg(long, default_value_t = DEFAULT_CACHE_LEVELS)]
+        cache_levels: u32,
+        /// Replace an existing state file.
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+fn hex(b: &[u8]) -> String {
+    format!("0x{}", ::hex::encode(b))
+}
+
+/// Runs an owner command.
+pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
+    match cmd {
+        OwnerCommand::Deal(DealCommand::Open {
+            provider,
+            file,
+            blocks,
+            block_bytes,
+            lambda,
+            samples,
+            epochs,
+            price,
+            mint,
+            cache_levels,
+            force,
+        }) => {
+            if ctx.state_path.exists() && !force {
+                bail!("{} already exists (another deal's state); pass --force or --state NEW", ctx.state_path.display());
+            }
+            let key = ctx.key()?;
+            let n = match (file, blocks) {
+                (Some(f), _) => {
+                    let len = std::fs::metadata(&f).with_context(|| format!("cannot read {}", f.display()))?.len();
+                    ensure!(len > 0, "{} is empty", f.display());
+                    len.div_ceil(block_bytes as u64).next_power_of_two()
+                }
+                (None, Some(b)) => b,
+                (None, None) => bail!("give --file or --blocks"),
+            };
+            ensure!(n.is_power_of_two(), "N = {n} is not a power of two");
+            let p = ctx.market.get_provider(provider).await?;
+            ensure!(p.registered, "{provider} is not a registered provider");
+            let price = price.unwrap_or(p.price_per_block_epoch);
+            let escrow = price.checked_mul(n as u128).and_then(|x| x.checked_mul(epochs as u128)).context("escrow overflows")?;
+            if mint {
+                ctx.market.mint(key.address(), escrow).await.context("minting test tokens")?;
+            }
+            ctx.market.approve_market(escrow).await.context("approving the escrow")?;
+            let deal = ctx.market.open_deal(provider, n, block_bytes, lambda, samples, epochs, price).await?;
+            let seed: [u8; 32] = rand::random();
+            let state = OwnerState {
+                deal,
+                chain_id: ctx.market.chain_id(),
+                market: ctx.market.address(),
+                provider,
+                seed: B256::from(seed),
+                num_blocks: n,
+                block_bytes,
+                lambda: lambda as u32,
+                file_bytes: 0,
+                nonce: 0,
+                uploaded: false,
+                write_count: 0,
+                rebuild_count: 0,
+                root_u: B256::ZERO,
+                c: None,
+                levels: Vec::new(),
+                digest_version: 0,
+                cache_levels,
+            };
+            state.save(&ctx.state_path)?;
+            Ok(Output::new(
+                format!(
+                    "deal {deal} opened with provider {provider}: {n} blocks of {block_bytes} bytes, {epochs} epochs, escrow {escrow} (state in {})",
+                    ctx.state_path.display()
+                ),
+                json!({"deal": deal, "provider": provider, "num_blocks": n, "block_bytes": block_bytes, "epochs": epochs, "escrow": escrow.to_string(), "state": ctx.state_path}),
+            ))
+        }
+        OwnerCommand::Upload { file } => {
+            let mut state = OwnerState::load(&ctx.state_path)?;
+            let data = std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
+            let node = ctx.node_for_deal(state.deal).await?;
+            let key = ctx.key()?;
+            let auth = OwnerAuth { key, chain_id: state.chain_id, market: state.market, deal: state.deal };
+            // Wait (briefly) for the provider to accept the deal.
+            wait_active(ctx, state.deal).await?;
+            sync_nonce(&node, &mut state).await;
+            let bar = ctx.bar("upload");
+            let started = Instant::now();
+            let result = flows::upload(&node, &auth, &mut state, &data, Some(&bar)).await;
+            bar.finish_and_clear();
+            state.save(&ctx.state_path)?;
+            let r = result?;
+            let secs = started.elapsed().as_secs_f64();
+            let (sent, received) = node.traffic();
+            Ok(Output::new(
+                format!(
+                    "uploaded {} bytes as {} blocks in {:.2} s ({:.1} MB/s); rootU {} verified, C spot-checked at {} positions (rootC {})",
+                    r.file_bytes,
+                    r.num_blocks,
+                    secs,
+                    r.file_bytes as f64 / secs / 1e6,
+                    r.root_u,
+                    r.spot_checked,
+                    r.root_c
+                ),
+                json!({"report": r, "seconds": secs, "bytes_sent": sent, "bytes_received": received}),
+            ))
+        }
+        OwnerCommand::Read { index, out } => {
+            let state = OwnerState::load(&ctx.state_path)?;
+            let node = ctx.node_for_deal(state.deal).await?;
+            let block = flows::read(&node, &state, index).await?;
+            match out {
+                Some(p) => {
+                    std::fs::write(&p, &block).with_context(|| format!("cannot write {}", p.display()))?;
+                    Ok(Output::new(
+                        format!("block {index} ({} bytes) verified against rootU and its checksum, written to {}", block.len(), p.display()),
+                        json!({"index": index, "bytes": block.len(), "out": p}),
+                    ))
+                }
+                None if ctx.json => Ok(Output::new("", json!({"index": index, "block": hex(&block)}))),
+                None => {
+                    use std::io::Write;
+                    std::io::stdout().write_all(&block)?;
+                    Ok(Output::new("", json!({})))
+                }
+            }
+        }
+        OwnerCommand::Write { index, file } => {
+            let mut state = OwnerState::load(&ctx.state_path)?;
+            let data = if file == "-" {
+                let mut v = Vec::new();
+                std::io::stdin().read_to_end(&mut v)?;
+                v
+            } else {
+                std::fs::read(&file).with_context(|| format!("cannot read {file}"))?
+            };
+            let node = ctx.node_for_deal(state.deal).await?;
+            let key = ctx.key()?;
+            let auth = OwnerAuth { key, chain_id: state.chain_id, market: state.market, deal: state.deal };
+            sync_nonce(&node, &mut state).await;
+            let result = flows::write(&node, &auth, &mut state, index, &data).await;
+            state.save(&ctx.state_path)?;
+            let r = result?;
+            let (sent, received) = node.traffic();
+            Ok(Output::new(
+                format!(
+                    "wrote block {index}: rebuilt {} ({}), spot-checked {} positions; rootU {}; {} bytes sent, {} received",
+                    r.rebuilt, r.run, r.spot_checked, r.root_u, sent, received
+                ),
+                json!({"report": r, "bytes_sent": sent, "bytes_received": received, "write_count": state.write_count, "rebuild_count": state.rebuild_count}),
+            ))
+        }
+        OwnerCommand::Checkpoint => {
+            let mut state = OwnerState::load(&ctx.state_path)?;
+            ensure!(state.uploaded, "upload the file first");
+            let key = ctx.key()?;
+            let node = ctx.node_for_deal(state.deal).await?;
+            let auth = OwnerAuth { key, chain_id: state.chain_id, market: state.market, deal: state.deal };
+            sync_nonce(&node, &mut state).await;
+            let onchain = ctx.market.get_deal(state.deal).await?.context("the deal is gone from the chain")?;
+            let version = state.digest_version.max(onchain.digest_version) + 1;
+            let digest = flows::next_digest(&state, version);
+            let hash = digest.digest_hash(state.chain_id, state.market);
+            let owner_sig = key.sign_hash_sync(&hash).context("signing the digest")?.as_bytes().to_vec();
+            let nonce = state.next_nonce();
+            let cosigned = node.cosign(&auth, nonce, WireDigest::from(&digest)).await;
+            state.save(&ctx.state_path)?;
+            let (provider_sig, provider) = cosigned?;
+            let sig = Signature::try_from(provider_sig.as_slice()).context("the provider's signature is malformed")?;
+            let signer = sig.recover_address_from_prehash(&hash).context("the provider's signature does not recover")?;
+            ensure!(
+                signer == onchain.provider && provider == onchain.provider,
+                "the digest was signed by {signer}, not the deal's provider {}",
+                onchain.provider
+            );
+            ctx.market.post_digest(&digest, owner_sig, provider_sig).await?;
+            state.digest_version = version;
+            state.save(&ctx.state_path)?;
+            Ok(Output::new(
+                format!(
+                    "digest v{version} posted for deal {} (hash {hash}): t = {}, {} C-rebuilds, {} filled levels; signed by owner {} and provider {}",
+                    state.deal,
+                    state.write_count,
+                    state.rebuild_count,
+                    digest.levelRoots.len(),
+                    key.address(),
+                    signer
+                ),
+                json!({"deal": state.deal, "version": version, "digest_hash": hash, "write_count": state.write_count, "rebuild_count": state.rebuild_count, "levels": digest.levelRoots.len()}),
+            ))
+        }
+        OwnerCommand::Download { out } => {
+            let state = OwnerState::load(&ctx.state_path)?;
+            let node = ctx.node_for_deal(state.deal).await?;
+            let bar = ctx.bar("download");
+            let started = Instant::now();
+            let data = flows::download(&node, &state, Some(&bar)).await;
+            bar.finish_and_clear();
+            let data = data?;
+            std::fs::write(&out, &data).with_context(|| format!("cannot write {}", out.display()))?;
+            let secs = started.elapsed().as_secs_f64();
+            Ok(Output::new(
+                format!("downloaded {} bytes in {:.2} s, every block verified against rootU, into {}", data.len(), secs, out.display()),
+                json!({"bytes": data.len(), "seconds": secs, "out": out}),
+            ))
+        }
+        OwnerCommand::Extract { out } => {
+            let state = OwnerState::load(&ctx.state_path)?;
+            let node = ctx.node_for_deal(state.deal).await?;
+            let bar = ctx.bar("extract");
+            let started = Instant::now();
+            let result = flows::extract(&node, &state, Some(&bar)).await;
+            bar.finish_and_clear();
+            let (data, runs) = result?;
+            std::fs::write(&out, &data).with_context(|| format!("cannot write {}", out.display()))?;
+            let secs = started.elapsed().as_secs_f64();
+            let mut human = format!("extracted {} bytes from coded blocks only in {:.2} s into {}\n", data.len(), secs, out.display());
+            for r in &runs {
+                human.push_str(&format!(
+                    "  run {:>10}: {:>7} of {:>7} coded blocks intact ({:.1}%)\n",
+                    r.run,
+                    r.intact,
+                    r.size,
+                    100.0 * r.intact as f64 / r.size as f64
+                ));
+            }
+            Ok(Output::new(human.trim_end().to_string(), json!({"bytes": data.len(), "seconds": secs, "runs": runs, "out": out})))
+        }
+        OwnerCommand::Status => {
+            let state = OwnerState::load(&ctx.state_path)?;
+            let onchain = ctx.market.get_deal(state.deal).await?;
+            let node = match ctx.node_for_deal(state.deal).await {
+                Ok(n) => n.status(state.deal).await.map_err(|e| format!("{e:#}")),
+                Err(e) => Err(format!("{e:#}")),
+            };
+            let mut human = format!(
+                "deal {}: {} blocks of {} bytes, file {} bytes, uploaded {}\n  owner: t = {}, {} C-rebuilds, rootU {}, {} filled levels, last digest v{}, nonce {}",
+                state.deal,
+                state.num_blocks,
+                state.block_bytes,
+                state.file_bytes,
+                state.uploaded,
+                state.write_count,
+                state.rebuild_count,
+                state.root_u,
+                state.levels.iter().flatten().count(),
+                state.digest_version,
+                state.nonce
+            );
+            if let Some(d) = &onchain {
+                human.push_str(&format!("\n  chain: {:?}, digest v{}, provider {}", d.state, d.digest_version, d.provider));
+            }
+            match &node {
+                Ok(s) => human.push_str(&format!(
+                    "\n  node: {:?}, t = {}, {} C-rebuilds, rootU {}, co-signed v{:?}, posted v{:?}{}",
+                    s.phase,
+                    s.write_count,
+                    s.rebuild_count,
+                    s.root_u,
+                    s.cosigned_version,
+                    s.posted_version,
+                    if s.root_u == state.root_u && s.write_count == state.write_count { " (in sync)" } else { " (NOT in sync with the owner)" }
+                )),
+                Err(e) => human.push_str(&format!("\n  node: unreachable: {e}")),
+            }
+            Ok(Output::new(
+                human,
+                json!({
+                    "deal": state.deal, "num_blocks": state.num_blocks, "block_bytes": state.block_bytes,
+                    "file_bytes": state.file_bytes, "write_count": state.write_count, "rebuild_count": state.rebuild_count,
+                    "root_u": state.root_u, "digest_version": state.digest_version,
+                    "chain_state": onchain.as_ref().map(|d| format!("{:?}", d.state)),
+                    "node": node.as_ref().ok().map(|s| json!({"write_count": s.write_count, "root_u": s.root_u, "posted_version": s.posted_version})),
+                }),
+            ))
+        }
+    }
+}
+
+/// Moves the owner's nonce past the node's last accepted one (after a crash between
+/// sending a request and saving the state, the node may be ahead).
+async fn sync_nonce(node: &crate::node_client::NodeClient, state: &mut OwnerState) {
+    if let Ok(s) = node.status(state.deal).await {
+        state.nonce = state.nonce.max(s.last_nonce);
+    }
+}
+
+/// Waits up to a minute for the provider to accept the deal.
+async fn wait_active(ctx: &Ctx, deal: u64) -> anyhow::Result<()> {
+    for _ in 0..240 {
+        let d = ctx.market.get_deal(deal).await?.with_context(|| format!("deal {deal} does not exist"))?;
+        match d.state {
+            dpor_chain::DealState::Active => return Ok(()),
+            dpor_chain::DealState::Open => tokio::time::sleep(std::time::Duration::from_millis(250)).await,
+            other => bail!("deal {deal} is {other:?}, not active"),
+        }
+    }
+    bail!("the provider has not accepted deal {deal} after a minute")
+}
