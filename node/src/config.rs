@@ -40,6 +40,8 @@ pub struct NodeConfig {
     pub quota_bytes: Option<u64>,
     /// Request timeout on the libp2p side, seconds.
     pub request_timeout_secs: u64,
+    /// Testing only: answer audits like a cheating node (see `handler::Misbehavior`).
+    pub misbehave: crate::handler::Misbehavior,
 }
 
 impl Default for NodeConfig {
@@ -62,6 +64,7 @@ impl Default for NodeConfig {
             poll_interval_ms: 500,
             quota_bytes: None,
             request_timeout_secs: 300,
+            misbehave: crate::handler::Misbehavior::None,
         }
     }
 }

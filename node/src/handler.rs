@@ -44,17 +44,78 @@ pub trait DealLookup: Send + Sync + 'static {
     async fn deal(&self, id: u64) -> anyhow::Result<Option<ChainDeal>>;
 }
 
+/// Testing only: ways a cheating node answers audits and spot-checks, so that tests
+/// can show each is caught (`dpor-node run --misbehave …`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Misbehavior {
+    /// Honest.
+    #[default]
+    None,
+    /// Flip a bit in every block it serves (samples, reads).
+    WrongBlock,
+    /// Serve an older level (or C) in place of the level asked for, as a node that
+    /// stopped maintaining H would.
+    StaleLevel,
+    /// Serve the blocks of another deal it holds.
+    OtherDeal,
+}
+
+impl std::str::FromStr for Misbehavior {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "none" => Ok(Self::None),
+            "wrong-block" => Ok(Self::WrongBlock),
+            "stale-level" => Ok(Self::StaleLevel),
+            "other-deal" => Ok(Self::OtherDeal),
+            _ => Err(format!("unknown misbehavior {s:?} (none, wrong-block, stale-level, other-deal)")),
+        }
+    }
+}
+
 /// The request handler: the store, the chain's deal table, and the provider's key.
 pub struct NodeHandler {
     store: Arc<Store>,
     deals: Arc<dyn DealLookup>,
     signer: Arc<ProviderSigner>,
+    misbehavior: Misbehavior,
 }
 
 impl NodeHandler {
     /// A handler over `store`, checking uploads against `deals`, co-signing with `signer`.
     pub fn new(store: Arc<Store>, deals: Arc<dyn DealLookup>, signer: Arc<ProviderSigner>) -> Self {
-        Self { store, deals, signer }
+        Self { store, deals, signer, misbehavior: Misbehavior::None }
+    }
+
+    /// Testing only: a cheating handler.
+    pub fn with_misbehavior(mut self, m: Misbehavior) -> Self {
+        self.misbehavior = m;
+        self
+    }
+
+    /// Where a cheating node takes the samples of `run` from instead.
+    fn cheat_source(&self, deal: u64, run: RunId) -> Option<(u64, RunId)> {
+        match self.misbehavior {
+            Misbehavior::StaleLevel if run.tag.as_level().is_some() => {
+                let view = self.store.view(deal).ok()?;
+                let other = view
+                    .levels
+                    .iter()
+                    .map(|(_, r, _)| *r)
+                    .filter(|r| *r != run)
+                    .min_by_key(|r| r.built_at)
+                    .unwrap_or(view.c.0);
+                Some((deal, other))
+            }
+            Misbehavior::OtherDeal => {
+                let other = self.store.deals().into_iter().find(|d| *d != deal)?;
+                let view = self.store.view(other).ok()?;
+                let same = view.levels.iter().map(|(_, r, _)| *r).find(|r| r.tag == run.tag).unwrap_or(view.c.0);
+                Some((other, same))
+            }
+            _ => None,
+        }
     }
 
     /// Answers one request (never panics; errors become [`Response::Error`]).
@@ -91,7 +152,10 @@ impl NodeHandler {
                 Ok(Response::Status(status(&view)))
             }
             Request::Read { deal, index } => {
-                let (block, sealed, path) = self.blocking(move |s| s.read(deal, index)).await?;
+                let (mut block, sealed, path) = self.blocking(move |s| s.read(deal, index)).await?;
+                if self.misbehavior == Misbehavior::WrongBlock {
+                    flip(&mut block);
+                }
                 Ok(Response::Block { index, block: ByteBuf::from(block), sealed_u: B256::from(sealed), path })
             }
             Request::UPath { deal, index } => {
@@ -115,8 +179,17 @@ impl NodeHandler {
                 let coded = self.coded_bytes(deal).await?;
                 check_batch(positions.len() as u64, coded + 32 * 40)?;
                 let id = RunId::from(run);
-                let positions2 = positions.clone();
-                let got = self.blocking(move |s| s.coded(deal, id, &positions2)).await?;
+                let mut positions2 = positions.clone();
+                let (src_deal, src_run) = self.cheat_source(deal, id).unwrap_or((deal, id));
+                if (src_deal, src_run) != (deal, id) {
+                    let view = self.blocking(move |s| s.view(src_deal)).await?;
+                    let src_size = if src_run.tag.as_level().is_none() { 2 * view.params.num_blocks } else { 2u64 << src_run.tag.0.saturating_sub(1) };
+                    positions2.iter_mut().for_each(|p| *p %= src_size.max(1));
+                }
+                let mut got = self.blocking(move |s| s.coded(src_deal, src_run, &positions2)).await?;
+                if self.misbehavior == Misbehavior::WrongBlock {
+                    got.iter_mut().for_each(|(b, _)| flip(b));
+                }
                 let samples = positions
                     .into_iter()
                     .zip(got)
@@ -266,6 +339,13 @@ impl dpor_proto::net::Handler<Request, Response> for NodeHandler {
                 Response::error(code, e.to_string())
             }
         }
+    }
+}
+
+/// Flips one bit of a block (testing only).
+fn flip(block: &mut [u8]) {
+    if let Some(b) = block.get_mut(block.len() / 2) {
+        *b ^= 1;
     }
 }
 

@@ -55,6 +55,9 @@ struct RunArgs {
     /// Chain polling interval in milliseconds.
     #[arg(long)]
     poll_interval_ms: Option<u64>,
+    /// Testing only: cheat on audits (none, wrong-block, stale-level, other-deal).
+    #[arg(long, hide = true)]
+    misbehave: Option<dpor_node::handler::Misbehavior>,
     /// Write the peer's full multiaddr to this file once listening.
     #[arg(long)]
     addr_file: Option<PathBuf>,
@@ -130,6 +133,9 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     if let Some(v) = args.quota_bytes {
         config.quota_bytes = Some(v);
+    }
+    if let Some(v) = args.misbehave {
+        config.misbehave = v;
     }
     if let Some(v) = args.poll_interval_ms {
         config.poll_interval_ms = v;

@@ -101,7 +101,12 @@ pub async fn start(config: &NodeConfig) -> anyhow::Result<RunningNode> {
     let provider = signer.address();
 
     let listen: Multiaddr = config.listen.parse().with_context(|| format!("bad listen address {:?}", config.listen))?;
-    let handler = Arc::new(NodeHandler::new(store.clone(), Arc::new(ChainDeals(market.clone())), signer));
+    let handler = Arc::new(
+        NodeHandler::new(store.clone(), Arc::new(ChainDeals(market.clone())), signer).with_misbehavior(config.misbehave),
+    );
+    if config.misbehave != crate::handler::Misbehavior::None {
+        tracing::warn!(misbehave = ?config.misbehave, "TESTING ONLY: this node cheats on audits");
+    }
     let net_config = NetConfig { request_timeout: Duration::from_secs(config.request_timeout_secs), ..NetConfig::default() };
     let server = net::serve(keypair, listen, handler, net_config).await.context("cannot start the libp2p server")?;
     let peer_id = server.peer_id();

@@ -1,47 +1,43 @@
 //! Byte-level tests of the `/dpor/1` frame codec, on in-memory streams.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use dpor_proto::codec::{
     decode_body, encode_frame, encoded_len, BodySkipped, Codec, FrameError, Limits, MAX_FRAME_BYTES, PROTOCOL,
 };
 use futures::executor::block_on;
 use futures::io::Cursor;
+use futures::AsyncRead;
 use libp2p::request_response::Codec as RrCodec;
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
 
-/// Records the largest single allocation made by the current thread.
-struct Tracking;
-
-thread_local! {
-    static LARGEST: Cell<usize> = const { Cell::new(0) };
+/// A reader over `data` that records how many bytes were read and the largest buffer
+/// the codec offered it (the codec reads straight into its body buffer, so this bounds
+/// what it had allocated for the body).
+struct Probe {
+    data: Vec<u8>,
+    pos: usize,
+    largest_buf: usize,
 }
 
-unsafe impl GlobalAlloc for Tracking {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let _ = LARGEST.try_with(|m| m.set(m.get().max(layout.size())));
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let _ = LARGEST.try_with(|m| m.set(m.get().max(new_size)));
-        unsafe { System.realloc(ptr, layout, new_size) }
+impl Probe {
+    fn new(data: Vec<u8>) -> Self {
+        Self { data, pos: 0, largest_buf: 0 }
     }
 }
 
-#[global_allocator]
-static ALLOC: Tracking = Tracking;
-
-fn largest_allocation_during<T>(f: impl FnOnce() -> T) -> (T, usize) {
-    LARGEST.with(|m| m.set(0));
-    let out = f();
-    (out, LARGEST.with(Cell::get))
+impl AsyncRead for Probe {
+    fn poll_read(mut self: Pin<&mut Self>, _: &mut Context<'_>, buf: &mut [u8]) -> Poll<std::io::Result<usize>> {
+        self.largest_buf = self.largest_buf.max(buf.len());
+        let n = buf.len().min(self.data.len() - self.pos);
+        buf[..n].copy_from_slice(&self.data[self.pos..self.pos + n]);
+        self.pos += n;
+        Poll::Ready(Ok(n))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -120,10 +116,11 @@ fn huge_length_prefix_is_too_large_without_reading_or_allocating() {
     let mut bytes = (1u32 << 31).to_be_bytes().to_vec();
     bytes.extend_from_slice(&[0u8; 1000]);
     let mut codec = C::default();
-    let ((out, position), largest) = largest_allocation_during(|| read_request(&mut codec, bytes));
+    let mut probe = Probe::new(bytes);
+    let out = block_on(codec.read_request(&PROTOCOL, &mut probe)).unwrap();
     assert_eq!(out, Err(FrameError::TooLarge { got: 1 << 31, max: MAX_FRAME_BYTES }));
-    assert_eq!(position, 4, "the body must not be read");
-    assert!(largest < 64 * 1024, "allocated {largest} bytes");
+    assert_eq!(probe.pos, 4, "the body must not be read");
+    assert_eq!(probe.largest_buf, 4, "no body buffer");
     // The response is still written, then the stream is failed so libp2p resets it.
     let mut out = Cursor::new(Vec::new());
     let err = block_on(codec.write_response(&PROTOCOL, &mut out, Resp::Error("too large".into()))).unwrap_err();
@@ -137,9 +134,18 @@ fn declared_length_is_allocated_only_as_bytes_arrive() {
     // Declares the full 8 MiB but sends 10 bytes.
     let mut bytes = (MAX_FRAME_BYTES as u32).to_be_bytes().to_vec();
     bytes.extend_from_slice(&[0u8; 10]);
-    let ((out, _), largest) = largest_allocation_during(|| read_request(&mut C::default(), bytes));
+    let mut probe = Probe::new(bytes);
+    let out = block_on(C::default().read_request(&PROTOCOL, &mut probe)).unwrap();
     assert_eq!(out, Err(FrameError::Truncated { expected: MAX_FRAME_BYTES, got: 10 }));
-    assert!(largest <= 128 * 1024, "allocated {largest} bytes");
+    assert!(probe.largest_buf <= 64 * 1024, "body buffer of {} bytes", probe.largest_buf);
+
+    // A full 8 MiB body is read into buffers growing to exactly the declared length.
+    let body = encode_frame(&Req::Blob(vec![5; 8 * 1024 * 1024 - 16]), MAX_FRAME_BYTES).unwrap();
+    let declared = body.len() - 4;
+    let mut probe = Probe::new(body);
+    let out = block_on(C::default().read_request(&PROTOCOL, &mut probe)).unwrap();
+    assert!(matches!(out, Ok(Req::Blob(ref b)) if b.len() == 8 * 1024 * 1024 - 16));
+    assert!(probe.largest_buf <= declared / 2 + 1, "grows by doubling, never past {declared}");
 }
 
 #[test]

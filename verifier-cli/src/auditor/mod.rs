@@ -1,0 +1,244 @@
+//! The auditor's commands (DESIGN §6 "Public audit", docs/CONTRACTS.md §7).
+//!
+//! An auditor holds no secret. `audit` reads the latest posted digest (from the
+//! `DigestPosted` logs, checked against the hash the contract stores) and the epoch
+//! seed from the chain, asks the provider's node for the coded blocks the seed picks
+//! (`dpor_core::audit::audit_plan`), and verifies every one against the run roots of
+//! the digest. Its outcome can be recorded on chain (`record`, or `audit --record`);
+//! a failure with consequences is a dispute on one failed sample (`dispute`, or
+//! `audit --dispute`), which the provider must answer within the dispute window or be
+//! slashed by anyone (`slash`). `mark-missed` settles an epoch nobody proved, and
+//! `withdraw` pulls what the market owes the caller (bonds, slash shares).
+//!
+//! One file per command: [`audit`], [`record`], [`dispute`], [`slash`],
+//! [`mark_missed`], [`withdraw`].
+
+pub mod audit;
+pub mod dispute;
+pub mod mark_missed;
+pub mod record;
+pub mod slash;
+pub mod withdraw;
+
+use crate::context::Ctx;
+use crate::output::Output;
+use alloy_primitives::B256;
+use anyhow::{bail, Context};
+use clap::Subcommand;
+use dpor_chain::{DealInfo, DealState};
+
+/// Auditor commands (no secret needed; `record`, `dispute`, `slash`, `mark-missed` and
+/// `withdraw` send transactions from `--key-file`).
+#[derive(Debug, Subcommand)]
+pub enum AuditorCommand {
+    /// Public audit of DEAL: reads the posted digest and the epoch seed from the chain,
+    /// asks the provider's node for λ coded blocks per run and verifies every one.
+    /// Exits non-zero if any sample fails (after printing, recording and disputing).
+    Audit {
+        /// The deal.
+        deal: u64,
+        /// The epoch whose seed picks the samples (default: the current epoch, or the
+        /// latest one whose seed exists).
+        #[arg(long)]
+        epoch: Option<u64>,
+        /// Post the outcome on chain (`recordAudit`; with --dispute a failure is recorded
+        /// by the dispute itself).
+        #[arg(long)]
+        record: bool,
+        /// On failure, open a dispute on the first failed sample (locks the dispute bond).
+        #[arg(long)]
+        dispute: bool,
+    },
+    /// Record an audit outcome on chain (`recordAudit`; no economic effect).
+    Record {
+        /// The deal.
+        deal: u64,
+        /// The epoch audited.
+        #[arg(long)]
+        epoch: u64,
+        /// The digest version audited (default: the latest posted).
+        #[arg(long = "digest-version")]
+        version: Option<u64>,
+        /// The audit passed.
+        #[arg(long, conflicts_with = "failed", required_unless_present = "failed")]
+        passed: bool,
+        /// The audit failed.
+        #[arg(long)]
+        failed: bool,
+        /// The audit's transcript hash (0x…, 32 bytes; default zero).
+        #[arg(long, default_value_t = B256::ZERO)]
+        transcript: B256,
+    },
+    /// Open a dispute on one sample of DEAL's current digest: the provider must answer
+    /// with that chunk's proof within the dispute window or be slashed; if it answers,
+    /// your bond goes to it.
+    Dispute {
+        /// The deal.
+        deal: u64,
+        /// The epoch of the failed audit (default: the current epoch).
+        #[arg(long)]
+        epoch: Option<u64>,
+        /// The run: 0 for C, ℓ + 1 for level ℓ of H.
+        #[arg(long)]
+        run_tag: u8,
+        /// Position of the coded block in the run.
+        #[arg(long)]
+        position: u64,
+        /// The 128-byte chunk of that coded block the provider must open.
+        #[arg(long, default_value_t = 0)]
+        chunk: u32,
+        /// The failed audit's transcript hash (0x…, 32 bytes; default zero).
+        #[arg(long, default_value_t = B256::ZERO)]
+        transcript: B256,
+    },
+    /// Slash the provider of an unanswered dispute after its deadline (anyone may).
+    Slash {
+        /// The dispute id.
+        dispute: u64,
+    },
+    /// Mark an unproven epoch of DEAL missed after its deadline (anyone may): the
+    /// owner is refunded the epoch and, once a digest exists, the provider slashed.
+    MarkMissed {
+        /// The deal.
+        deal: u64,
+        /// The epoch.
+        #[arg(long)]
+        epoch: u64,
+    },
+    /// Withdraw everything the market owes your account (bonds, slash shares, payments).
+    Withdraw,
+}
+
+/// The error an audit that found failed samples returns *after* printing its report
+/// (and recording / disputing): `main` prints the report it carries, then exits
+/// non-zero, so that scripts can branch on the exit code.
+#[derive(Debug)]
+pub struct AuditFailed(pub Output);
+
+impl std::fmt::Display for AuditFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let j = &self.0.json;
+        write!(
+            f,
+            "the audit of deal {} (epoch {}, digest v{}) failed: {} of {} samples",
+            j["deal"], j["epoch"], j["version"], j["failures_total"], j["samples_checked"]
+        )
+    }
+}
+
+impl std::error::Error for AuditFailed {}
+
+/// Runs an auditor command.
+pub async fn run(ctx: &Ctx, cmd: AuditorCommand) -> anyhow::Result<Output> {
+    match cmd {
+        AuditorCommand::Audit { deal, epoch, record, dispute } => audit::run(ctx, deal, epoch, record, dispute).await,
+        AuditorCommand::Record { deal, epoch, version, passed, failed, transcript } => {
+            record::run(ctx, deal, epoch, version, passed && !failed, transcript).await
+        }
+        AuditorCommand::Dispute { deal, epoch, run_tag, position, chunk, transcript } => {
+            dispute::run(ctx, deal, epoch, run_tag, position, chunk, transcript).await
+        }
+        AuditorCommand::Slash { dispute } => slash::run(ctx, dispute).await,
+        AuditorCommand::MarkMissed { deal, epoch } => mark_missed::run(ctx, deal, epoch).await,
+        AuditorCommand::Withdraw => withdraw::run(ctx).await,
+    }
+}
+
+/// `get_deal`'s answer as an `Option` (`None` for an unknown deal), whichever shape
+/// the chain client returns: a [`DealInfo`] whose state is `None` for an unknown deal,
+/// or an `Option<DealInfo>`. (dpor-chain's API was still moving when this was written;
+/// this keeps the auditor independent of that choice.)
+pub(crate) trait IntoDeal {
+    /// The deal, if it exists.
+    fn into_deal(self) -> Option<DealInfo>;
+}
+
+impl IntoDeal for DealInfo {
+    fn into_deal(self) -> Option<DealInfo> {
+        (self.state != DealState::None).then_some(self)
+    }
+}
+
+impl IntoDeal for Option<DealInfo> {
+    fn into_deal(self) -> Option<DealInfo> {
+        self.and_then(IntoDeal::into_deal)
+    }
+}
+
+/// Deal `deal` from the chain, or a clear error if it does not exist.
+pub(crate) async fn deal_info(ctx: &Ctx, deal: u64) -> anyhow::Result<DealInfo> {
+    let d = ctx.market.get_deal(deal).await.with_context(|| format!("reading deal {deal} from the chain"))?;
+    d.into_deal().with_context(|| format!("deal {deal} does not exist on chain"))
+}
+
+/// The epoch to use when none was given: the one whose proof window contains the next
+/// block, or, once the deal's epochs are over, its last epoch.
+pub(crate) async fn default_epoch(ctx: &Ctx, d: &DealInfo) -> anyhow::Result<u64> {
+    if d.accepted_at == 0 {
+        bail!("deal {} was never accepted: it has no epochs", d.id);
+    }
+    match ctx.market.current_epoch(d.id).await? {
+        Some(e) => Ok(e),
+        None if d.num_epochs > 0 => Ok(u64::from(d.num_epochs) - 1),
+        None => bail!("deal {} has no epochs", d.id),
+    }
+}
+
+/// A `ChainError` revert name, if `e` carries one (for clear messages).
+pub(crate) fn revert_name(e: &anyhow::Error) -> Option<String> {
+    e.chain()
+        .find_map(|c| c.downcast_ref::<dpor_chain::ChainError>())
+        .and_then(|c| c.revert_name().map(str::to_string))
+}
+
+/// Token base units (wei, 18 decimals) as a decimal number of tokens, for people.
+pub(crate) fn tokens(wei: alloy_primitives::U256) -> String {
+    let unit = alloy_primitives::U256::from(10u64).pow(alloy_primitives::U256::from(18u64));
+    let whole = wei / unit;
+    let frac = (wei % unit) / alloy_primitives::U256::from(10u64).pow(alloy_primitives::U256::from(14u64));
+    format!("{whole}.{:04}", frac.to::<u64>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloy_primitives::U256;
+
+    #[test]
+    fn tokens_print_with_four_decimals() {
+        assert_eq!(tokens(U256::from(0u64)), "0.0000");
+        assert_eq!(tokens(U256::from(1_500_000_000_000_000_000u128)), "1.5000");
+        assert_eq!(tokens(U256::from(100u64) * U256::from(10u64).pow(U256::from(18u64))), "100.0000");
+    }
+
+    #[test]
+    fn unknown_deal_is_none_either_way() {
+        let d = DealInfo {
+            id: 1,
+            owner: Default::default(),
+            provider: Default::default(),
+            state: DealState::None,
+            num_epochs: 0,
+            block_size: 0,
+            lambda: 0,
+            samples_per_epoch: 0,
+            num_blocks: 0,
+            accepted_at: 0,
+            failures: 0,
+            open_disputes: 0,
+            digest_version: 0,
+            write_count: 0,
+            digest_hash: B256::ZERO,
+            price_per_epoch: 0,
+            escrow: 0,
+            collateral: 0,
+            slash_per_fault: 0,
+        };
+        assert!(d.clone().into_deal().is_none());
+        assert!(Some(d.clone()).into_deal().is_none());
+        let active = DealInfo { state: DealState::Active, ..d };
+        assert!(active.clone().into_deal().is_some());
+        assert!(Some(active).into_deal().is_some());
+        assert!(None::<DealInfo>.into_deal().is_none());
+    }
+}
