@@ -1,0 +1,213 @@
+//! A throw-away local chain for tests (feature `devnet`): `node_modules/.bin/anvil` on a
+//! free loopback port with the contracts deployed by `contracts/script/Deploy.s.sol`
+//! (through `forge script`, as `script/test-cast` does). Killed when dropped.
+//!
+//! The repository root is `$DPOR_ROOT` if set, else the parent of this crate's
+//! manifest directory. Needs `npm install` (anvil and forge in node_modules/.bin).
+
+use crate::client::{rpc_err, Market};
+use crate::error::ChainError;
+use crate::keys::{parse_key, ANVIL_KEYS};
+use alloy::providers::{Provider, ProviderBuilder};
+use alloy::signers::local::PrivateKeySigner;
+use alloy_primitives::{Address, U256};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Deployment parameters of a [`Devnet`] (the constructor arguments of `DporMarket`;
+/// `None` keeps Deploy.s.sol's default).
+#[derive(Debug, Clone, Default)]
+pub struct DevnetOptions {
+    /// Seconds between blocks (fractions such as 0.5 work with anvil 1.7.1); `None`
+    /// mines one block per transaction (automine).
+    pub block_time: Option<Duration>,
+    /// `EPOCH_BLOCKS`: blocks per epoch (default 10).
+    pub epoch_blocks: Option<u64>,
+    /// `DISPUTE_WINDOW`: blocks to answer a dispute (default 20).
+    pub dispute_window: Option<u64>,
+    /// `DISPUTE_BOND` in wei (default 100e18).
+    pub dispute_bond: Option<U256>,
+    /// `MAX_FAILURES` (default 3).
+    pub max_failures: Option<u64>,
+    /// `MIN_STAKE` in wei (default 1000e18).
+    pub min_stake: Option<U256>,
+}
+
+/// A running anvil with the token and market deployed. Anvil is killed on drop.
+pub struct Devnet {
+    child: Child,
+    rpc_url: String,
+    market: Address,
+    token: Address,
+    chain_id: u64,
+    deploy_block: u64,
+}
+
+/// One `forge script` at a time per process: concurrent runs share `contracts/cache`,
+/// `contracts/out` and `broadcast/`.
+static DEPLOY_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+impl Devnet {
+    /// Starts anvil (automine, or one block every `block_time`) and deploys with the
+    /// default parameters (10 blocks per epoch, 20-block dispute window).
+    ///
+    /// Errors: [`ChainError::Rpc`] if anvil or forge is missing, does not start, or
+    /// the deploy output lacks the addresses.
+    pub async fn start(block_time: Option<Duration>) -> Result<Devnet, ChainError> {
+        Self::start_with(DevnetOptions { block_time, ..Default::default() }).await
+    }
+
+    /// Starts anvil and deploys with `opts`.
+    pub async fn start_with(opts: DevnetOptions) -> Result<Devnet, ChainError> {
+        let root = repo_root();
+        let bin = root.join("node_modules/.bin");
+        let err = |m: String| ChainError::Rpc { method: "devnet", message: m };
+        let port = free_port().map_err(|e| err(format!("no free port: {e}")))?;
+        let mut cmd = Command::new(bin.join("anvil"));
+        cmd.args(["--host", "127.0.0.1", "--port", &port.to_string(), "--silent"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if let Some(bt) = opts.block_time {
+            cmd.args(["--block-time", &format!("{}", bt.as_secs_f64())]);
+        }
+        let child = cmd.spawn().map_err(|e| err(format!("cannot start {}: {e} (run `npm install`)", bin.join("anvil").display())))?;
+        let rpc_url = format!("http://127.0.0.1:{port}");
+        let mut dev = Devnet { child, rpc_url, market: Address::ZERO, token: Address::ZERO, chain_id: 0, deploy_block: 0 };
+        dev.wait_ready().await?;
+        dev.deploy(&root, &opts).await?;
+        Ok(dev)
+    }
+
+    async fn wait_ready(&mut self) -> Result<(), ChainError> {
+        let url = self.rpc_url.parse().map_err(|e| rpc_err("devnet", e))?;
+        let p = ProviderBuilder::new().connect_http(url);
+        for _ in 0..200 {
+            if let Ok(id) = p.get_chain_id().await {
+                self.chain_id = id;
+                return Ok(());
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(rpc_err("devnet", format!("anvil exited: {status}")));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Err(rpc_err("devnet", "anvil did not answer within 10 s"))
+    }
+
+    async fn deploy(&mut self, root: &Path, opts: &DevnetOptions) -> Result<(), ChainError> {
+        let _guard = DEPLOY_LOCK.lock().await;
+        let mut cmd = tokio::process::Command::new(root.join("node_modules/.bin/forge"));
+        cmd.current_dir(root)
+            .args(["script", "contracts/script/Deploy.s.sol:Deploy", "--rpc-url", &self.rpc_url, "--broadcast"])
+            .stdin(Stdio::null());
+        let envs: [(&str, Option<String>); 5] = [
+            ("EPOCH_BLOCKS", opts.epoch_blocks.map(|v| v.to_string())),
+            ("DISPUTE_WINDOW", opts.dispute_window.map(|v| v.to_string())),
+            ("DISPUTE_BOND", opts.dispute_bond.map(|v| v.to_string())),
+            ("MAX_FAILURES", opts.max_failures.map(|v| v.to_string())),
+            ("MIN_STAKE", opts.min_stake.map(|v| v.to_string())),
+        ];
+        for (k, v) in envs {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+        let out = cmd.output().await.map_err(|e| rpc_err("devnet", format!("cannot run forge: {e}")))?;
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        if !out.status.success() {
+            return Err(rpc_err("devnet", format!("forge script failed:\n{text}")));
+        }
+        let field = |key: &str| -> Option<String> {
+            text.lines().find_map(|l| l.trim().strip_prefix(key).map(|v| v.trim().to_string()))
+        };
+        let parse_addr = |key: &str| -> Result<Address, ChainError> {
+            field(key)
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| rpc_err("devnet", format!("no {key} in the deploy output:\n{text}")))
+        };
+        self.token = parse_addr("DPOR_TOKEN=")?;
+        self.market = parse_addr("DPOR_MARKET=")?;
+        self.deploy_block = field("DPOR_DEPLOY_BLOCK=").and_then(|v| v.parse().ok()).unwrap_or(0);
+        Ok(())
+    }
+
+    /// The JSON-RPC URL (`http://127.0.0.1:PORT`).
+    pub fn rpc_url(&self) -> &str {
+        &self.rpc_url
+    }
+
+    /// The market's address.
+    pub fn market(&self) -> Address {
+        self.market
+    }
+
+    /// The TestToken's address.
+    pub fn token(&self) -> Address {
+        self.token
+    }
+
+    /// The chain id (anvil: 31337).
+    pub fn chain_id(&self) -> u64 {
+        self.chain_id
+    }
+
+    /// The block number the deploy script reported (log scans may start here).
+    pub fn deploy_block(&self) -> u64 {
+        self.deploy_block
+    }
+
+    /// Anvil's default account `i` (0..10; 0 deployed the contracts). Panics for i ≥ 10.
+    pub fn key(&self, i: usize) -> PrivateKeySigner {
+        #[allow(clippy::expect_used)]
+        parse_key(ANVIL_KEYS[i]).expect("anvil's default keys are valid")
+    }
+
+    /// A [`Market`] client signing with account `i`.
+    pub async fn client(&self, i: usize) -> Result<Market, ChainError> {
+        Market::connect(&self.rpc_url, self.market, Some(self.key(i))).await
+    }
+
+    /// Mines `n` blocks at once (`anvil_mine`).
+    pub async fn mine(&self, n: u64) -> Result<(), ChainError> {
+        let url = self.rpc_url.parse().map_err(|e| rpc_err("anvil_mine", e))?;
+        let p = ProviderBuilder::new().connect_http(url);
+        let _: serde_json::Value =
+            p.raw_request("anvil_mine".into(), (U256::from(n),)).await.map_err(|e| rpc_err("anvil_mine", e))?;
+        Ok(())
+    }
+
+    /// The current block number.
+    pub async fn block_number(&self) -> Result<u64, ChainError> {
+        let url = self.rpc_url.parse().map_err(|e| rpc_err("eth_blockNumber", e))?;
+        ProviderBuilder::new().connect_http(url).get_block_number().await.map_err(|e| rpc_err("eth_blockNumber", e))
+    }
+}
+
+impl Drop for Devnet {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl std::fmt::Debug for Devnet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Devnet").field("rpc_url", &self.rpc_url).field("market", &self.market).finish()
+    }
+}
+
+/// `$DPOR_ROOT`, else this crate's parent directory.
+pub fn repo_root() -> PathBuf {
+    match std::env::var_os("DPOR_ROOT") {
+        Some(r) => PathBuf::from(r),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_default(),
+    }
+}
+
+fn free_port() -> std::io::Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.port())
+}

@@ -20,6 +20,8 @@ pub mod client;
 pub mod convert;
 #[cfg(feature = "devnet")]
 pub mod devnet;
+#[cfg(feature = "devnet")]
+pub mod devnet_state;
 pub mod error;
 pub mod keys;
 pub mod logs;
@@ -34,7 +36,9 @@ pub use alloy_primitives::{Address, Bytes, B256, U256};
 pub use client::{revert_reason, Market};
 pub use convert::{from_chain_digest, sample_proof, sample_proof_for, sign_digest, to_chain_digest, ChainDigest, SampleProof};
 #[cfg(feature = "devnet")]
-pub use devnet::Devnet;
+pub use devnet::{Devnet, DevnetOptions};
+#[cfg(feature = "devnet")]
+pub use devnet_state::StateFixture;
 pub use error::ChainError;
 pub use keys::{parse_key, ANVIL_KEYS};
 pub use types::{

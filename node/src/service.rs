@@ -23,7 +23,10 @@ struct ChainDeals(Market);
 #[async_trait]
 impl DealLookup for ChainDeals {
     async fn deal(&self, id: u64) -> anyhow::Result<Option<ChainDeal>> {
-        let Some(d) = self.0.get_deal(id).await? else { return Ok(None) };
+        let d = self.0.get_deal(id).await?;
+        if d.state == dpor_chain::DealState::None {
+            return Ok(None);
+        }
         Ok(Some(ChainDeal {
             owner: d.owner,
             provider: d.provider,

@@ -90,7 +90,10 @@ impl Ctx {
         if let Some(a) = &self.node_override {
             return NodeClient::connect(a, self.timeout).await;
         }
-        let d = self.market.get_deal(deal).await?.with_context(|| format!("deal {deal} does not exist on chain"))?;
+        let d = self.market.get_deal(deal).await?;
+        if d.state == dpor_chain::DealState::None {
+            bail!("deal {deal} does not exist on chain");
+        }
         self.node_for_provider(d.provider).await
     }
 

@@ -1,1 +1,291 @@
-//! placeholder
+//! The node's on-disk storage engine: U, C and H of every deal, their Merkle trees,
+//! the owner's σ̃, and the pinned digests, crash-safe and quota-aware.
+//!
+//! [`Store`] holds the same state as the reference [`dpor_core::state::ServerState`]
+//! (tests compare them after every operation), on disk.
+//!
+//! # On-disk layout
+//!
+//! ```text
+//! <dir>/meta.sled                         sled: metadata (one record per deal, σ̃ of runs)
+//! <dir>/deals/<deal>/u.blocks             N·β bytes: U in index order, overwritten in place
+//! <dir>/deals/<deal>/u.sealed             N·32 bytes: σ̃_U(i)
+//! <dir>/deals/<deal>/u.roots              N·32 bytes: block root of U[i] (the U tree is
+//!                                         rebuilt from these on open, without rehashing U)
+//! <dir>/deals/<deal>/run-<tag>-<t>.blocks immutable: a run's coded blocks, size·8s bytes
+//!                                         (tag 0 = C, ℓ+1 = level ℓ; t = total writes
+//!                                         when it was built)
+//! <dir>/deals/<deal>/run-<tag>-<t>.tree   immutable: every layer of the run's tree,
+//!                                         leaves first, (2·size − 1)·32 bytes
+//! ```
+//!
+//! sled keys: `'d' ‖ u64be(deal)` → the deal record ([`meta`]: parameters, phase, last
+//! nonce, t, rebuild count, root U, the manifest of live runs (C and filled levels with
+//! their roots), the co-signed, posted and disputed digests, and the pending U update);
+//! `'s' ‖ u64be(deal) ‖ u32be(tag) ‖ u64be(built_at) ‖ u64be(pos)` → σ̃ of a run position.
+//!
+//! # Commit protocol (a write, Write(i, B) of §5.4)
+//!
+//! 1. Validate (phase, nonce, index, β) and check space (quota and file system).
+//! 2. Compute the new run as `ServerState::write` does: `h_add` over the consumed levels
+//!    read back from their run files, or on the N-th write `c_rebuild` of all of U with
+//!    U[i] = B. Readers are not blocked meanwhile.
+//! 3. Write the run's `.blocks` and `.tree` under `.tmp` names, fsync, rename, fsync the
+//!    directory. Failure (ENOSPC included): the files are removed, nothing changed.
+//! 4. One sled write of the deal record with the new counters, nonce, manifest, root U
+//!    and a *pending U update* (i, B, σ̃), then `flush`. **This is the commit and the
+//!    acknowledgement point.**
+//! 5. Apply the pending update to `u.blocks`, `u.sealed`, `u.roots` (pwrite + fsync),
+//!    then clear it (idempotent: re-applied on open if a crash came first).
+//! 6. Garbage-collect: delete the run files (and their σ̃) referenced by none of: the
+//!    current state, the latest co-signed digest, the latest posted digest, the digest
+//!    of any open dispute.
+//!
+//! Uploads, σ̃ stores and digest pins follow the same rule: data files first (durable),
+//! then one flushed sled write that references them. On [`Store::open`]: pending U
+//! updates are re-applied, the U trees rebuilt from `u.roots` + `u.sealed`, and every
+//! run file, `.tmp` file, σ̃ entry and deal folder that no record references is deleted.
+//! So after a kill -9 at any point the state is the last acknowledged one (or the one
+//! being committed, if the sled flush completed), and every run of the posted digest
+//! is on disk.
+//!
+//! # Space
+//!
+//! Before it allocates, an operation checks that the bytes it needs fit both the
+//! configured quota ([`StoreConfig::quota_bytes`], against [`Store::disk_usage`]) and
+//! the file system's free space; otherwise [`StoreError::DiskFull`] and nothing
+//! changes. U's files are allocated in full (`fallocate`) when an upload begins, so
+//! later in-place writes need no new space. A real ENOSPC during an operation is
+//! reported the same way, after removing what it wrote.
+//!
+//! # Concurrency
+//!
+//! [`Store`] is `Send + Sync`. Mutations of one deal are serialized by a per-deal
+//! mutex; each deal's committed state sits behind a read-write lock that a mutation
+//! takes for writing only around the commit (steps 4–6), so reads run concurrently
+//! with a write's computation and see the state before or after it, never a mix.
+
+mod codec;
+mod digests;
+mod error;
+mod gc;
+mod meta;
+mod read;
+mod recovery;
+mod runs;
+mod space;
+mod u;
+mod upload;
+mod write;
+
+pub use error::StoreError;
+pub use meta::{DealParams, Phase};
+
+use alloy_primitives::B256;
+use dpor_core::block::BlockFormat;
+use dpor_core::digest::Digest;
+use dpor_core::merkle::MerkleTree;
+use dpor_core::state::{RunId, WriteStep};
+use dpor_core::RunTag;
+use error::Result;
+use meta::DealMeta;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use u::UFiles;
+
+/// Largest number of bytes one range read returns (256 MiB); a larger request is
+/// [`StoreError::Range`]. Callers enforce their own, smaller message limits.
+pub const MAX_READ_BYTES: u64 = 256 << 20;
+
+/// Store configuration.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// Most bytes the store may occupy on disk ([`Store::disk_usage`]); `None` for no
+    /// limit but the file system's.
+    pub quota_bytes: Option<u64>,
+}
+
+/// A snapshot of one deal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DealView {
+    /// Fixed parameters.
+    pub params: DealParams,
+    /// Uploading or live.
+    pub phase: Phase,
+    /// The last accepted owner nonce (0 if none).
+    pub last_nonce: u64,
+    /// t: writes since the last C-rebuild (0 ≤ t < N).
+    pub write_count: u64,
+    /// C-rebuilds so far.
+    pub rebuild_count: u64,
+    /// Root of the U tree (zero while uploading).
+    pub root_u: B256,
+    /// C: its id and root (`(C@0, zero)` while uploading).
+    pub c: (RunId, B256),
+    /// Filled levels of H ascending: (level ℓ, run id, root).
+    pub levels: Vec<(u32, RunId, B256)>,
+    /// The latest co-signed digest.
+    pub cosigned: Option<Digest>,
+    /// The latest posted digest.
+    pub posted: Option<Digest>,
+    /// Ids of the open disputes whose digests are pinned, ascending.
+    pub disputes: Vec<u64>,
+}
+
+/// What a write did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteOutcome {
+    /// HAdd into a level, or a C-rebuild.
+    pub step: WriteStep,
+    /// The run it built.
+    pub run: RunId,
+    /// That run's root.
+    pub run_root: B256,
+    /// The new root of U.
+    pub root_u: B256,
+}
+
+/// The committed state of one deal in memory.
+#[derive(Debug)]
+pub(crate) struct DealState {
+    meta: DealMeta,
+    format: BlockFormat,
+    dir: PathBuf,
+    u: UFiles,
+    /// The U tree (live deals only).
+    u_tree: Option<MerkleTree>,
+}
+
+/// One deal: a mutation lock and the committed state (`None`: no such deal yet).
+#[derive(Debug, Default)]
+pub(crate) struct Deal {
+    op: Mutex<()>,
+    state: RwLock<Option<DealState>>,
+}
+
+/// The storage engine (see the module docs). `Send + Sync`.
+#[derive(Debug)]
+pub struct Store {
+    dir: PathBuf,
+    config: StoreConfig,
+    db: sled::Db,
+    deals: RwLock<BTreeMap<u64, Arc<Deal>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn rlock<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn wlock<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(|e| e.into_inner())
+}
+
+impl DealState {
+    fn view(&self) -> DealView {
+        let m = &self.meta;
+        DealView {
+            params: m.params,
+            phase: m.phase,
+            last_nonce: m.last_nonce.unwrap_or(0),
+            write_count: m.write_count,
+            rebuild_count: m.rebuild_count,
+            root_u: m.root_u,
+            c: m.c.unwrap_or((RunId { tag: RunTag::C, built_at: 0 }, B256::ZERO)),
+            levels: m.levels.clone(),
+            cosigned: m.cosigned.clone(),
+            posted: m.posted.clone(),
+            disputes: m.disputes.iter().map(|(id, _)| *id).collect(),
+        }
+    }
+
+    fn require_live(&self) -> Result<()> {
+        match self.meta.phase {
+            Phase::Live => Ok(()),
+            Phase::Uploading { received } => Err(StoreError::Phase(format!(
+                "deal {} is still uploading ({received} of {} blocks)",
+                self.meta.params.deal,
+                self.meta.num_blocks()
+            ))),
+        }
+    }
+}
+
+impl Store {
+    /// The deals folder.
+    fn deals_dir(&self) -> PathBuf {
+        self.dir.join("deals")
+    }
+
+    /// The folder of one deal.
+    fn deal_dir(&self, deal: u64) -> PathBuf {
+        self.deals_dir().join(deal.to_string())
+    }
+
+    /// The deal entry, or [`StoreError::UnknownDeal`].
+    fn deal(&self, deal: u64) -> Result<Arc<Deal>> {
+        rlock(&self.deals).get(&deal).cloned().ok_or(StoreError::UnknownDeal(deal))
+    }
+
+    /// Runs `f` on the committed state of `deal` under its read lock.
+    fn with_state<T>(&self, deal: u64, f: impl FnOnce(&DealState) -> Result<T>) -> Result<T> {
+        let d = self.deal(deal)?;
+        let guard = rlock(&d.state);
+        match guard.as_ref() {
+            Some(st) => f(st),
+            None => Err(StoreError::UnknownDeal(deal)),
+        }
+    }
+
+    /// Writes a deal record durably (the commit point); if the flush fails, tries to
+    /// put `old` back so that memory and disk agree.
+    fn commit(&self, meta: &DealMeta, old: Option<&DealMeta>, mut batch: sled::Batch) -> Result<()> {
+        let key = meta::deal_key(meta.params.deal);
+        batch.insert(&key[..], meta.encode());
+        self.db.apply_batch(batch)?;
+        if let Err(e) = self.db.flush() {
+            let _ = match old {
+                Some(o) => self.db.insert(key, o.encode()).map(|_| ()),
+                None => self.db.remove(key).map(|_| ()),
+            };
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    /// Opens (creating if needed) the store in `dir` and recovers it: pending U updates
+    /// are re-applied, and files no record references are deleted.
+    ///
+    /// Errors: [`StoreError::Io`] if the folder cannot be created or read,
+    /// [`StoreError::Sled`] if the metadata database cannot be opened,
+    /// [`StoreError::Corrupt`] if a deal record or a U file is unreadable.
+    pub fn open(dir: &Path, config: StoreConfig) -> Result<Store> {
+        recovery::open(dir, config)
+    }
+
+    /// The ids of all deals (uploading or live), ascending.
+    pub fn deals(&self) -> Vec<u64> {
+        rlock(&self.deals)
+            .iter()
+            .filter(|(_, d)| rlock(&d.state).is_some())
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    /// A snapshot of `deal`. Errors: [`StoreError::UnknownDeal`].
+    pub fn view(&self, deal: u64) -> Result<DealView> {
+        self.with_state(deal, |st| Ok(st.view()))
+    }
+
+    /// Bytes the store occupies on disk (all files under its folder, metadata
+    /// included), for "disk bytes per file byte" and the quota.
+    ///
+    /// Errors: [`StoreError::Io`] if the folder cannot be listed.
+    pub fn disk_usage(&self) -> Result<u64> {
+        space::usage(&self.dir)
+    }
+}

@@ -8,7 +8,7 @@ use crate::node_client::OwnerAuth;
 use crate::output::Output;
 use crate::owner_state::{OwnerState, DEFAULT_CACHE_LEVELS};
 use alloy::signers::SignerSync;
-use alloy_primitives::{Address, Signature, B256};
+use alloy_primitives::{Address, Bytes, Signature, B256, U256};
 use anyhow::{bail, ensure, Context};
 use clap::Subcommand;
 use dpor_proto::messages::WireDigest;
@@ -139,9 +139,9 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
             let price = price.unwrap_or(p.price_per_block_epoch);
             let escrow = price.checked_mul(n as u128).and_then(|x| x.checked_mul(epochs as u128)).context("escrow overflows")?;
             if mint {
-                ctx.market.mint(key.address(), escrow).await.context("minting test tokens")?;
+                ctx.market.mint(key.address(), U256::from(escrow)).await.context("minting test tokens")?;
             }
-            ctx.market.approve_market(escrow).await.context("approving the escrow")?;
+            ctx.market.approve_market(U256::from(escrow)).await.context("approving the escrow")?;
             let deal = ctx.market.open_deal(provider, n, block_bytes, lambda, samples, epochs, price).await?;
             let seed: [u8; 32] = rand::random();
             let state = OwnerState {
@@ -256,7 +256,7 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
             let node = ctx.node_for_deal(state.deal).await?;
             let auth = OwnerAuth { key, chain_id: state.chain_id, market: state.market, deal: state.deal };
             sync_nonce(&node, &mut state).await;
-            let onchain = ctx.market.get_deal(state.deal).await?.context("the deal is gone from the chain")?;
+            let onchain = ctx.market.get_deal(state.deal).await?;
             let version = state.digest_version.max(onchain.digest_version) + 1;
             let digest = flows::next_digest(&state, version);
             let hash = digest.digest_hash(state.chain_id, state.market);
@@ -272,7 +272,7 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
                 "the digest was signed by {signer}, not the deal's provider {}",
                 onchain.provider
             );
-            ctx.market.post_digest(&digest, owner_sig, provider_sig).await?;
+            ctx.market.post_digest(&digest, Bytes::from(owner_sig), Bytes::from(provider_sig)).await?;
             state.digest_version = version;
             state.save(&ctx.state_path)?;
             Ok(Output::new(
@@ -327,7 +327,7 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
         }
         OwnerCommand::Status => {
             let state = OwnerState::load(&ctx.state_path)?;
-            let onchain = ctx.market.get_deal(state.deal).await?;
+            let onchain = ctx.market.get_deal(state.deal).await.ok().filter(|d| d.state != dpor_chain::DealState::None);
             let node = match ctx.node_for_deal(state.deal).await {
                 Ok(n) => n.status(state.deal).await.map_err(|e| format!("{e:#}")),
                 Err(e) => Err(format!("{e:#}")),
@@ -387,7 +387,7 @@ async fn sync_nonce(node: &crate::node_client::NodeClient, state: &mut OwnerStat
 /// Waits up to a minute for the provider to accept the deal.
 async fn wait_active(ctx: &Ctx, deal: u64) -> anyhow::Result<()> {
     for _ in 0..240 {
-        let d = ctx.market.get_deal(deal).await?.with_context(|| format!("deal {deal} does not exist"))?;
+        let d = ctx.market.get_deal(deal).await?;
         match d.state {
             dpor_chain::DealState::Active => return Ok(()),
             dpor_chain::DealState::Open => tokio::time::sleep(std::time::Duration::from_millis(250)).await,

@@ -1,0 +1,353 @@
+//! A deal's metadata record ([`DealMeta`]) and the sled keys.
+//!
+//! One sled value per deal, key `b'd' ‖ u64be(deal)`, holds everything that must change
+//! atomically with an operation: parameters, phase, nonce, counters, the manifest of
+//! live runs with their roots, the U root, the pinned digests and the pending U update.
+//! Owner-supplied σ̃ of run positions live under `b's' ‖ u64be(deal) ‖ u32be(tag) ‖
+//! u64be(built_at) ‖ u64be(position)` (32-byte values).
+
+use super::codec::{Reader, Writer};
+use super::error::{Result, StoreError};
+use alloy_primitives::{Address, B256};
+use dpor_core::audit::RunTag;
+use dpor_core::digest::Digest;
+use dpor_core::state::RunId;
+
+/// Format version byte of [`DealMeta`] values.
+const META_VERSION: u8 = 1;
+
+/// Prefix of deal records.
+pub(crate) const DEAL_PREFIX: u8 = b'd';
+/// Prefix of run σ̃ entries.
+pub(crate) const SEALED_PREFIX: u8 = b's';
+
+/// The sled key of a deal's record.
+pub(crate) fn deal_key(deal: u64) -> [u8; 9] {
+    let mut k = [0u8; 9];
+    k[0] = DEAL_PREFIX;
+    k[1..].copy_from_slice(&deal.to_be_bytes());
+    k
+}
+
+/// The sled key prefix of one deal's σ̃ entries (all runs).
+pub(crate) fn sealed_deal_prefix(deal: u64) -> [u8; 9] {
+    let mut k = [0u8; 9];
+    k[0] = SEALED_PREFIX;
+    k[1..].copy_from_slice(&deal.to_be_bytes());
+    k
+}
+
+/// The sled key prefix of one run's σ̃ entries.
+pub(crate) fn sealed_run_prefix(deal: u64, run: RunId) -> [u8; 21] {
+    let mut k = [0u8; 21];
+    k[..9].copy_from_slice(&sealed_deal_prefix(deal));
+    k[9..13].copy_from_slice(&run.tag.0.to_be_bytes());
+    k[13..21].copy_from_slice(&run.built_at.to_be_bytes());
+    k
+}
+
+/// The sled key of the σ̃ of position `pos` of a run.
+pub(crate) fn sealed_key(deal: u64, run: RunId, pos: u64) -> [u8; 29] {
+    let mut k = [0u8; 29];
+    k[..21].copy_from_slice(&sealed_run_prefix(deal, run));
+    k[21..].copy_from_slice(&pos.to_be_bytes());
+    k
+}
+
+/// The run named by a σ̃ key, if it is one.
+pub(crate) fn run_of_sealed_key(key: &[u8]) -> Option<RunId> {
+    if key.len() != 29 || key[0] != SEALED_PREFIX {
+        return None;
+    }
+    let tag = u32::from_be_bytes(key[9..13].try_into().ok()?);
+    let built_at = u64::from_be_bytes(key[13..21].try_into().ok()?);
+    Some(RunId { tag: RunTag(tag), built_at })
+}
+
+/// A deal's fixed parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DealParams {
+    /// The deal id (as on chain).
+    pub deal: u64,
+    /// The owner's address (requests are authenticated against it upstream).
+    pub owner: Address,
+    /// N, the padded block count: a power of two in 1..=2^31.
+    pub num_blocks: u64,
+    /// β, bytes per data block, in 1..=1 MiB.
+    pub block_bytes: u32,
+}
+
+/// Where a deal stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// The upload is under way: blocks `0..received` are stored.
+    Uploading {
+        /// Blocks stored so far.
+        received: u64,
+    },
+    /// Uploaded: U, C and H exist; writes are accepted.
+    Live,
+}
+
+/// The committed write of U not yet known to be on disk in `u.*` files: re-applied
+/// (idempotently) on open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PendingU {
+    pub(crate) index: u64,
+    pub(crate) block: Vec<u8>,
+    pub(crate) sealed: [u8; 32],
+}
+
+/// Everything committed about one deal (one sled value).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DealMeta {
+    pub(crate) params: DealParams,
+    pub(crate) phase: Phase,
+    /// `None` before any owner operation was accepted.
+    pub(crate) last_nonce: Option<u64>,
+    pub(crate) write_count: u64,
+    pub(crate) rebuild_count: u64,
+    pub(crate) root_u: B256,
+    /// C: its id and root (`None` while uploading).
+    pub(crate) c: Option<(RunId, B256)>,
+    /// Filled levels ascending: (level, id, root).
+    pub(crate) levels: Vec<(u32, RunId, B256)>,
+    pub(crate) cosigned: Option<Digest>,
+    pub(crate) posted: Option<Digest>,
+    /// Open disputes: (dispute id, digest), ascending id.
+    pub(crate) disputes: Vec<(u64, Digest)>,
+    pub(crate) pending: Option<PendingU>,
+}
+
+impl DealMeta {
+    /// A fresh deal at the start of its upload.
+    pub(crate) fn new(params: DealParams, nonce: u64) -> Self {
+        Self {
+            params,
+            phase: Phase::Uploading { received: 0 },
+            last_nonce: Some(nonce),
+            write_count: 0,
+            rebuild_count: 0,
+            root_u: B256::ZERO,
+            c: None,
+            levels: Vec::new(),
+            cosigned: None,
+            posted: None,
+            disputes: Vec::new(),
+            pending: None,
+        }
+    }
+
+    /// N.
+    pub(crate) fn num_blocks(&self) -> u64 {
+        self.params.num_blocks
+    }
+
+    /// k = log2 N.
+    pub(crate) fn log_blocks(&self) -> u32 {
+        self.params.num_blocks.trailing_zeros()
+    }
+
+    /// Total writes: rebuilds·N + t.
+    pub(crate) fn total_writes(&self) -> u64 {
+        self.rebuild_count.saturating_mul(self.num_blocks()).saturating_add(self.write_count)
+    }
+
+    /// Checks `nonce` against the last accepted one.
+    pub(crate) fn check_nonce(&self, nonce: u64) -> Result<()> {
+        match self.last_nonce {
+            Some(last) if nonce <= last => Err(StoreError::Replay { nonce, last }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The current state's runs with (size in coded blocks, root): C, then levels
+    /// ascending.
+    pub(crate) fn current_runs(&self) -> Vec<(RunId, u64, B256)> {
+        let mut out = Vec::new();
+        if let Some((id, root)) = self.c {
+            out.push((id, 2 * self.num_blocks(), root));
+        }
+        for (level, id, root) in &self.levels {
+            out.push((*id, 2u64 << level, *root));
+        }
+        out
+    }
+
+    /// Every run the deal must keep: the current state's and those of the co-signed,
+    /// posted and disputed digests (a run of a pinned digest that this store never
+    /// built is listed too; it simply has no file).
+    pub(crate) fn retained_runs(&self) -> Vec<(RunId, u64, B256)> {
+        let mut out = self.current_runs();
+        let pinned = self.cosigned.iter().chain(self.posted.iter()).chain(self.disputes.iter().map(|(_, d)| d));
+        for d in pinned {
+            for r in d.run_ids() {
+                if !out.iter().any(|(id, _, _)| *id == r.0) {
+                    out.push(r);
+                }
+            }
+        }
+        out
+    }
+
+    /// Serializes the record.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.u8(META_VERSION);
+        w.u64(self.params.deal);
+        w.raw(self.params.owner.as_slice());
+        w.u64(self.params.num_blocks);
+        w.u32(self.params.block_bytes);
+        match self.phase {
+            Phase::Uploading { received } => {
+                w.u8(0);
+                w.u64(received);
+            }
+            Phase::Live => w.u8(1),
+        }
+        match self.last_nonce {
+            Some(n) => {
+                w.u8(1);
+                w.u64(n);
+            }
+            None => w.u8(0),
+        }
+        w.u64(self.write_count);
+        w.u64(self.rebuild_count);
+        w.raw(self.root_u.as_slice());
+        match &self.c {
+            Some((id, root)) => {
+                w.u8(1);
+                run_id(&mut w, id);
+                w.raw(root.as_slice());
+            }
+            None => w.u8(0),
+        }
+        w.u32(self.levels.len() as u32);
+        for (level, id, root) in &self.levels {
+            w.u32(*level);
+            run_id(&mut w, id);
+            w.raw(root.as_slice());
+        }
+        for d in [&self.cosigned, &self.posted] {
+            match d {
+                Some(d) => {
+                    w.u8(1);
+                    w.digest(d);
+                }
+                None => w.u8(0),
+            }
+        }
+        w.u32(self.disputes.len() as u32);
+        for (id, d) in &self.disputes {
+            w.u64(*id);
+            w.digest(d);
+        }
+        match &self.pending {
+            Some(p) => {
+                w.u8(1);
+                w.u64(p.index);
+                w.bytes(&p.block);
+                w.raw(&p.sealed);
+            }
+            None => w.u8(0),
+        }
+        w.buf
+    }
+
+    /// Parses a record; [`StoreError::Corrupt`] on any inconsistency.
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Self> {
+        let mut r = Reader::new(bytes, "deal record");
+        let v = r.u8()?;
+        if v != META_VERSION {
+            return Err(StoreError::Corrupt(format!("deal record version {v}")));
+        }
+        let params = DealParams { deal: r.u64()?, owner: r.address()?, num_blocks: r.u64()?, block_bytes: r.u32()? };
+        let phase = match r.u8()? {
+            0 => Phase::Uploading { received: r.u64()? },
+            1 => Phase::Live,
+            x => return Err(StoreError::Corrupt(format!("deal phase {x}"))),
+        };
+        let last_nonce = if flag(&mut r)? { Some(r.u64()?) } else { None };
+        let write_count = r.u64()?;
+        let rebuild_count = r.u64()?;
+        let root_u = r.b256()?;
+        let c = if flag(&mut r)? { Some((read_run_id(&mut r)?, r.b256()?)) } else { None };
+        let n = r.count(64)?;
+        let levels = (0..n).map(|_| Ok((r.u32()?, read_run_id(&mut r)?, r.b256()?))).collect::<Result<Vec<_>>>()?;
+        let cosigned = if flag(&mut r)? { Some(r.digest()?) } else { None };
+        let posted = if flag(&mut r)? { Some(r.digest()?) } else { None };
+        let n = r.count(u32::MAX)?;
+        let mut disputes = Vec::new();
+        for _ in 0..n {
+            disputes.push((r.u64()?, r.digest()?));
+        }
+        let pending = if flag(&mut r)? {
+            Some(PendingU { index: r.u64()?, block: r.bytes()?, sealed: r.array()? })
+        } else {
+            None
+        };
+        r.finish()?;
+        let meta = Self {
+            params,
+            phase,
+            last_nonce,
+            write_count,
+            rebuild_count,
+            root_u,
+            c,
+            levels,
+            cosigned,
+            posted,
+            disputes,
+            pending,
+        };
+        meta.check()?;
+        Ok(meta)
+    }
+
+    /// Internal consistency of a decoded record.
+    fn check(&self) -> Result<()> {
+        let p = &self.params;
+        if p.num_blocks == 0 || !p.num_blocks.is_power_of_two() || p.num_blocks > 1 << 31 {
+            return Err(StoreError::Corrupt(format!("deal {}: N = {}", p.deal, p.num_blocks)));
+        }
+        if p.block_bytes == 0 || p.block_bytes as usize > dpor_core::block::MAX_BLOCK_BYTES {
+            return Err(StoreError::Corrupt(format!("deal {}: β = {}", p.deal, p.block_bytes)));
+        }
+        if self.write_count >= p.num_blocks {
+            return Err(StoreError::Corrupt(format!("deal {}: t = {} ≥ N", p.deal, self.write_count)));
+        }
+        let filled: Vec<u32> = self.levels.iter().map(|l| l.0).collect();
+        let expected: Vec<u32> = (0..64).filter(|l| (self.write_count >> l) & 1 == 1).collect();
+        if filled != expected {
+            return Err(StoreError::Corrupt(format!("deal {}: levels {filled:?} for t = {}", p.deal, self.write_count)));
+        }
+        if (self.phase == Phase::Live) != self.c.is_some() {
+            return Err(StoreError::Corrupt(format!("deal {}: C and phase disagree", p.deal)));
+        }
+        if let Some(pending) = &self.pending {
+            if pending.index >= p.num_blocks || pending.block.len() != p.block_bytes as usize {
+                return Err(StoreError::Corrupt(format!("deal {}: bad pending update", p.deal)));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn flag(r: &mut Reader<'_>) -> Result<bool> {
+    match r.u8()? {
+        0 => Ok(false),
+        1 => Ok(true),
+        x => Err(StoreError::Corrupt(format!("flag byte {x}"))),
+    }
+}
+
+fn run_id(w: &mut Writer, id: &RunId) {
+    w.u32(id.tag.0);
+    w.u64(id.built_at);
+}
+
+fn read_run_id(r: &mut Reader<'_>) -> Result<RunId> {
+    Ok(RunId { tag: RunTag(r.u32()?), built_at: r.u64()? })
+}

@@ -1,0 +1,187 @@
+//! Immutable run files: a run's coded blocks (`run-<tag>-<built_at>.blocks`, size·8s
+//! bytes, position order, [`BlockFormat::coded_to_bytes`]) and its Merkle tree
+//! (`run-<tag>-<built_at>.tree`: every layer of the run tree, leaves first, root
+//! last: (2·size − 1)·32 bytes).
+//!
+//! Both are written under `.tmp` names, fsync'd, renamed and the directory fsync'd
+//! before any metadata names them. Reads never rehash: paths and leaves come from the
+//! stored tree, so a block corrupted on disk is served with its true path.
+
+use super::error::{Result, StoreError};
+use alloy_primitives::B256;
+use dpor_core::block::BlockFormat;
+use dpor_core::field::Fp;
+use dpor_core::merkle;
+use dpor_core::state::RunId;
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+/// Suffix of files being written.
+pub(crate) const TMP_SUFFIX: &str = ".tmp";
+
+/// The file name stem of a run: `run-<tag>-<built_at>`.
+pub(crate) fn stem(run: RunId) -> String {
+    format!("run-{}-{}", run.tag.0, run.built_at)
+}
+
+/// The run a file name belongs to (`run-<tag>-<built_at>.blocks|.tree`), if any.
+pub(crate) fn parse_name(name: &str) -> Option<RunId> {
+    let rest = name.strip_prefix("run-")?;
+    let rest = rest.strip_suffix(".blocks").or_else(|| rest.strip_suffix(".tree"))?;
+    let (tag, built_at) = rest.split_once('-')?;
+    Some(RunId { tag: dpor_core::RunTag(tag.parse().ok()?), built_at: built_at.parse().ok()? })
+}
+
+/// Path of a run's blocks file.
+pub(crate) fn blocks_path(dir: &Path, run: RunId) -> PathBuf {
+    dir.join(format!("{}.blocks", stem(run)))
+}
+
+/// Path of a run's tree file.
+pub(crate) fn tree_path(dir: &Path, run: RunId) -> PathBuf {
+    dir.join(format!("{}.tree", stem(run)))
+}
+
+/// Bytes on disk of a run of `size` coded blocks: blocks plus tree.
+pub(crate) fn run_disk_bytes(format: &BlockFormat, size: u64) -> u64 {
+    size.saturating_mul(format.coded_block_bytes() as u64).saturating_add(tree_bytes(size))
+}
+
+fn tree_bytes(size: u64) -> u64 {
+    size.saturating_mul(2).saturating_sub(1).saturating_mul(32)
+}
+
+/// fsyncs a directory (so a rename or unlink in it is durable).
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir).and_then(|f| f.sync_all()).map_err(|e| StoreError::io("fsync dir", dir, 0, e))
+}
+
+/// Writes `data` to `path` under a `.tmp` name, fsyncs and renames it; the caller
+/// fsyncs the directory. On error the tmp file is removed.
+fn write_durable(path: &Path, data: &[u8]) -> Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(TMP_SUFFIX);
+    let tmp = PathBuf::from(tmp);
+    let res = (|| {
+        let mut f = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
+        f.write_all(data)?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    res.map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        StoreError::io("write", path, data.len() as u64, e)
+    })
+}
+
+/// Writes run `run` (coded blocks `blocks`, flat, a power-of-two count of `format`
+/// width) with its tree, durably (the directory is fsync'd). Returns the run root
+/// (equal to `merkle::run_tree(..).root()`). On error nothing of the run is left.
+pub(crate) fn write_run(dir: &Path, run: RunId, format: &BlockFormat, blocks: &[Fp]) -> Result<B256> {
+    let width = format.width();
+    let size = blocks.len() / width;
+    if size == 0 || !size.is_power_of_two() || blocks.len() % width != 0 {
+        return Err(StoreError::Corrupt(format!("run {run} has {} elements", blocks.len())));
+    }
+    let mut bytes = Vec::with_capacity(size * format.coded_block_bytes());
+    let mut leaves = Vec::with_capacity(size);
+    for (p, block) in blocks.chunks_exact(width).enumerate() {
+        let b = format.coded_to_bytes(block)?;
+        leaves.push(merkle::run_leaf(p as u64, &merkle::block_root(&b)));
+        bytes.extend_from_slice(&b);
+    }
+    let mut tree = Vec::with_capacity(tree_bytes(size as u64) as usize);
+    let mut layer = leaves;
+    loop {
+        for n in &layer {
+            tree.extend_from_slice(n.as_slice());
+        }
+        if layer.len() == 1 {
+            break;
+        }
+        layer = layer.chunks_exact(2).map(|p| merkle::node(&p[0], &p[1])).collect();
+    }
+    let root = layer.first().copied().unwrap_or(B256::ZERO);
+    let bp = blocks_path(dir, run);
+    let tp = tree_path(dir, run);
+    let res = write_durable(&bp, &bytes).and_then(|_| write_durable(&tp, &tree)).and_then(|_| sync_dir(dir));
+    if let Err(e) = res {
+        remove_run(dir, run);
+        return Err(e);
+    }
+    Ok(root)
+}
+
+/// Removes a run's files (best effort; missing files are fine).
+pub(crate) fn remove_run(dir: &Path, run: RunId) {
+    for p in [blocks_path(dir, run), tree_path(dir, run)] {
+        let _ = fs::remove_file(&p);
+    }
+}
+
+fn open(path: &Path) -> Result<File> {
+    File::open(path).map_err(|e| StoreError::io("open", path, 0, e))
+}
+
+fn read_at(f: &File, path: &Path, offset: u64, len: usize) -> Result<Vec<u8>> {
+    let mut buf = vec![0u8; len];
+    f.read_exact_at(&mut buf, offset).map_err(|e| StoreError::io("read", path, 0, e))?;
+    Ok(buf)
+}
+
+/// Coded blocks `start..start+count` of a run (raw bytes; not rehashed or parsed).
+pub(crate) fn read_blocks(dir: &Path, run: RunId, format: &BlockFormat, start: u64, count: u64) -> Result<Vec<Vec<u8>>> {
+    let path = blocks_path(dir, run);
+    let f = open(&path)?;
+    let cb = format.coded_block_bytes();
+    let all = read_at(&f, &path, start.saturating_mul(cb as u64), (count as usize).saturating_mul(cb))?;
+    Ok(all.chunks_exact(cb).map(|c| c.to_vec()).collect())
+}
+
+/// Coded blocks at `positions` of a run.
+pub(crate) fn read_positions(dir: &Path, run: RunId, format: &BlockFormat, positions: &[u64]) -> Result<Vec<Vec<u8>>> {
+    let path = blocks_path(dir, run);
+    let f = open(&path)?;
+    let cb = format.coded_block_bytes();
+    positions.iter().map(|p| read_at(&f, &path, p.saturating_mul(cb as u64), cb)).collect()
+}
+
+/// A whole run as field elements (for HAdd): errors ([`StoreError::Corrupt`]) if the
+/// file holds a non-canonical element.
+pub(crate) fn read_elements(dir: &Path, run: RunId, format: &BlockFormat, size: u64) -> Result<Vec<Fp>> {
+    let path = blocks_path(dir, run);
+    let f = open(&path)?;
+    let bytes = read_at(&f, &path, 0, (size as usize).saturating_mul(format.coded_block_bytes()))?;
+    dpor_core::block::elements_from_bytes(&bytes)
+        .map_err(|e| StoreError::Corrupt(format!("run file {}: {e}", path.display())))
+}
+
+/// The run-tree paths (siblings from the leaf up) of `positions` in a run of `size`.
+pub(crate) fn read_paths(dir: &Path, run: RunId, size: u64, positions: &[u64]) -> Result<Vec<Vec<B256>>> {
+    let path = tree_path(dir, run);
+    let f = open(&path)?;
+    let depth = size.trailing_zeros();
+    let mut out = Vec::with_capacity(positions.len());
+    for &pos in positions {
+        let mut siblings = Vec::with_capacity(depth as usize);
+        let mut layer_start = 0u64;
+        for h in 0..depth {
+            let idx = (pos >> h) ^ 1;
+            let b = read_at(&f, &path, (layer_start + idx) * 32, 32)?;
+            siblings.push(B256::from_slice(&b));
+            layer_start += size >> h;
+        }
+        out.push(siblings);
+    }
+    Ok(out)
+}
+
+/// Run-tree leaves `start..start+count` of a run.
+pub(crate) fn read_leaves(dir: &Path, run: RunId, start: u64, count: u64) -> Result<Vec<B256>> {
+    let path = tree_path(dir, run);
+    let f = open(&path)?;
+    let b = read_at(&f, &path, start.saturating_mul(32), (count as usize).saturating_mul(32))?;
+    Ok(b.chunks_exact(32).map(B256::from_slice).collect())
+}

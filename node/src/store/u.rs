@@ -1,0 +1,149 @@
+//! U on disk: three fixed-size files overwritten in place, index order.
+//!
+//! - `u.blocks`: N·β bytes, block i at i·β;
+//! - `u.sealed`: N·32 bytes, σ̃_U(i) at i·32;
+//! - `u.roots`: N·32 bytes, the block root of U[i] at i·32 (so the U tree is rebuilt
+//!   on open without rehashing U, and a block corrupted on disk keeps its true leaf).
+//!
+//! All three are allocated in full when the upload begins (`fallocate`), so in-place
+//! writes do not need new space.
+
+use super::error::{Result, StoreError};
+use alloy_primitives::B256;
+use dpor_core::merkle::{self, MerkleTree};
+use fs2::FileExt as _;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+/// The open U files of one deal.
+#[derive(Debug)]
+pub(crate) struct UFiles {
+    dir: PathBuf,
+    block_bytes: u64,
+    blocks: File,
+    sealed: File,
+    roots: File,
+}
+
+/// Bytes on disk of U for N blocks of β bytes.
+pub(crate) fn u_disk_bytes(num_blocks: u64, block_bytes: u64) -> u64 {
+    num_blocks.saturating_mul(block_bytes.saturating_add(64))
+}
+
+const NAMES: [&str; 3] = ["u.blocks", "u.sealed", "u.roots"];
+
+fn open_one(path: &Path, len: u64, create: bool) -> Result<File> {
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(create)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| StoreError::io("open", path, len, e))?;
+    let cur = f.metadata().map_err(|e| StoreError::io("stat", path, len, e))?.len();
+    if cur != len {
+        if !create {
+            return Err(StoreError::Corrupt(format!("{} has {cur} bytes, expected {len}", path.display())));
+        }
+        f.set_len(len).map_err(|e| StoreError::io("resize", path, len, e))?;
+    }
+    if create && len > 0 {
+        f.allocate(len).map_err(|e| StoreError::io("allocate", path, len, e))?;
+        f.sync_all().map_err(|e| StoreError::io("fsync", path, len, e))?;
+    }
+    Ok(f)
+}
+
+impl UFiles {
+    /// Creates (or resizes and allocates) the U files for N blocks of β bytes in `dir`.
+    pub(crate) fn create(dir: &Path, num_blocks: u64, block_bytes: u64) -> Result<Self> {
+        Self::open_impl(dir, num_blocks, block_bytes, true)
+    }
+
+    /// Opens existing U files; [`StoreError::Corrupt`] if a size is wrong.
+    pub(crate) fn open(dir: &Path, num_blocks: u64, block_bytes: u64) -> Result<Self> {
+        Self::open_impl(dir, num_blocks, block_bytes, false)
+    }
+
+    fn open_impl(dir: &Path, n: u64, beta: u64, create: bool) -> Result<Self> {
+        let lens = [n.saturating_mul(beta), n.saturating_mul(32), n.saturating_mul(32)];
+        let mut files = Vec::with_capacity(3);
+        for (name, len) in NAMES.iter().zip(lens) {
+            files.push(open_one(&dir.join(name), len, create)?);
+        }
+        if create {
+            super::runs::sync_dir(dir)?;
+        }
+        let mut it = files.into_iter();
+        match (it.next(), it.next(), it.next()) {
+            (Some(blocks), Some(sealed), Some(roots)) => {
+                Ok(Self { dir: dir.to_path_buf(), block_bytes: beta, blocks, sealed, roots })
+            }
+            _ => Err(StoreError::Corrupt("U files".into())),
+        }
+    }
+
+    fn path(&self, i: usize) -> PathBuf {
+        self.dir.join(NAMES[i])
+    }
+
+    /// Writes blocks `start..` with their σ̃ and block roots, then fsyncs. The caller
+    /// checked the shapes (β bytes each, equal lengths, in range).
+    pub(crate) fn write_range(&self, start: u64, blocks: &[Vec<u8>], sealed: &[[u8; 32]]) -> Result<()> {
+        let mut data = Vec::with_capacity(blocks.len() * self.block_bytes as usize);
+        let mut roots = Vec::with_capacity(blocks.len() * 32);
+        for b in blocks {
+            data.extend_from_slice(b);
+            roots.extend_from_slice(merkle::block_root(b).as_slice());
+        }
+        let seal: Vec<u8> = sealed.iter().flatten().copied().collect();
+        let writes = [
+            (&self.blocks, start.saturating_mul(self.block_bytes), &data),
+            (&self.sealed, start.saturating_mul(32), &seal),
+            (&self.roots, start.saturating_mul(32), &roots),
+        ];
+        for (i, (f, off, buf)) in writes.iter().enumerate() {
+            f.write_all_at(buf, *off).map_err(|e| StoreError::io("write", &self.path(i), buf.len() as u64, e))?;
+        }
+        for (i, (f, _, _)) in writes.iter().enumerate() {
+            f.sync_data().map_err(|e| StoreError::io("fsync", &self.path(i), 0, e))?;
+        }
+        Ok(())
+    }
+
+    fn read(&self, i: usize, f: &File, offset: u64, len: u64) -> Result<Vec<u8>> {
+        let len = usize::try_from(len).map_err(|_| StoreError::Range(format!("{len} bytes")))?;
+        let mut buf = vec![0u8; len];
+        f.read_exact_at(&mut buf, offset).map_err(|e| StoreError::io("read", &self.path(i), 0, e))?;
+        Ok(buf)
+    }
+
+    /// Blocks `start..start+count` (bounds checked by the caller).
+    pub(crate) fn read_blocks(&self, start: u64, count: u64) -> Result<Vec<Vec<u8>>> {
+        let beta = self.block_bytes;
+        let buf = self.read(0, &self.blocks, start.saturating_mul(beta), count.saturating_mul(beta))?;
+        Ok(buf.chunks_exact(beta.max(1) as usize).map(|c| c.to_vec()).collect())
+    }
+
+    /// σ̃_U of `start..start+count`.
+    pub(crate) fn read_sealed(&self, start: u64, count: u64) -> Result<Vec<[u8; 32]>> {
+        let buf = self.read(1, &self.sealed, start.saturating_mul(32), count.saturating_mul(32))?;
+        Ok(buf.chunks_exact(32).map(|c| { let mut a = [0u8; 32]; a.copy_from_slice(c); a }).collect())
+    }
+
+    /// Block roots of `start..start+count`.
+    pub(crate) fn read_roots(&self, start: u64, count: u64) -> Result<Vec<B256>> {
+        let buf = self.read(2, &self.roots, start.saturating_mul(32), count.saturating_mul(32))?;
+        Ok(buf.chunks_exact(32).map(B256::from_slice).collect())
+    }
+
+    /// The U tree of all N blocks from the stored block roots and σ̃ (no block is
+    /// rehashed).
+    pub(crate) fn tree(&self, num_blocks: u64) -> Result<MerkleTree> {
+        let roots = self.read_roots(0, num_blocks)?;
+        let sealed = self.read_sealed(0, num_blocks)?;
+        let leaves = roots.iter().zip(&sealed).enumerate().map(|(i, (r, s))| merkle::u_leaf(i as u64, r, s)).collect();
+        Ok(MerkleTree::new(leaves)?)
+    }
+}
