@@ -1,0 +1,200 @@
+//! Init (DESIGN §6): `upload_begin`, `upload_blocks` in order, `upload_finish`, which
+//! builds C and the trees and makes the deal live.
+
+use super::error::{Result, StoreError};
+use super::meta::{DealMeta, DealParams, Phase};
+use super::u::{u_disk_bytes, UFiles};
+use super::{lock, runs, wlock, Deal, DealState, Store, MAX_READ_BYTES};
+use alloy_primitives::B256;
+use dpor_core::block::{BlockFormat, MAX_LOG_BLOCKS};
+use dpor_core::state::{u_records, RunId};
+use dpor_core::{code, RunTag};
+use std::sync::Arc;
+
+/// The id of the C built at upload.
+const C0: RunId = RunId { tag: RunTag::C, built_at: 0 };
+
+fn check_params(p: &DealParams) -> Result<BlockFormat> {
+    if p.num_blocks == 0 || !p.num_blocks.is_power_of_two() || p.num_blocks > 1u64 << MAX_LOG_BLOCKS {
+        return Err(StoreError::Params(format!("N = {} is not a power of two in 1..=2^{MAX_LOG_BLOCKS}", p.num_blocks)));
+    }
+    BlockFormat::new(p.block_bytes as usize).map_err(|e| StoreError::Params(e.to_string()))
+}
+
+impl Store {
+    /// Begins the upload of a new deal, or restarts an unfinished one (from block 0,
+    /// possibly with new N and β; the owner must be the same). Allocates U's files in
+    /// full.
+    ///
+    /// Errors: [`StoreError::Params`], [`StoreError::Phase`] if the deal is live,
+    /// [`StoreError::Owner`], [`StoreError::Replay`], [`StoreError::DiskFull`] if U and
+    /// C would not fit, [`StoreError::Io`].
+    pub fn upload_begin(&self, params: DealParams, nonce: u64) -> Result<()> {
+        let format = check_params(&params)?;
+        let deal = params.deal;
+        let entry = {
+            let mut map = wlock(&self.deals);
+            Arc::clone(map.entry(deal).or_insert_with(|| Arc::new(Deal::default())))
+        };
+        let _op = lock(&entry.op);
+        let old = super::rlock(&entry.state).as_ref().map(|st| st.meta.clone());
+        if let Some(old) = &old {
+            if old.phase == Phase::Live {
+                return Err(StoreError::Phase(format!("deal {deal} is live; its upload cannot restart")));
+            }
+            if old.params.owner != params.owner {
+                return Err(StoreError::Owner { deal });
+            }
+            old.check_nonce(nonce)?;
+        }
+        let dir = self.deal_dir(deal);
+        let existing = if old.is_some() { space::existing(&dir) } else { 0 };
+        let c_bytes = runs::run_disk_bytes(&format, 2 * params.num_blocks);
+        let needed = u_disk_bytes(params.num_blocks, params.block_bytes as u64).saturating_add(c_bytes);
+        self.ensure_space(needed.saturating_sub(existing))?;
+        std::fs::create_dir_all(&dir).map_err(|e| StoreError::io("create", &dir, 0, e))?;
+        let u = match UFiles::create(&dir, params.num_blocks, params.block_bytes as u64) {
+            Ok(u) => u,
+            Err(e) => {
+                if old.is_none() {
+                    let _ = std::fs::remove_dir_all(&dir);
+                }
+                return Err(e);
+            }
+        };
+        let meta = DealMeta::new(params, nonce);
+        self.commit(&meta, old.as_ref(), sled::Batch::default())?;
+        *wlock(&entry.state) = Some(DealState { meta, format, dir, u, u_tree: None });
+        Ok(())
+    }
+
+    /// Stores blocks `start..start+len` of an upload with their σ̃_U.
+    ///
+    /// Errors: [`StoreError::UnknownDeal`], [`StoreError::Phase`] if not uploading,
+    /// [`StoreError::Replay`], [`StoreError::Range`] if `start` is not the number of
+    /// blocks received, the lengths differ, or `start + len > N`,
+    /// [`StoreError::BlockSize`], [`StoreError::Io`].
+    pub fn upload_blocks(&self, deal: u64, nonce: u64, start: u64, blocks: &[Vec<u8>], sealed_u: &[[u8; 32]]) -> Result<()> {
+        let entry = self.deal(deal)?;
+        let _op = lock(&entry.op);
+        let (mut meta, u_ok) = {
+            let g = super::rlock(&entry.state);
+            let st = g.as_ref().ok_or(StoreError::UnknownDeal(deal))?;
+            (st.meta.clone(), ())
+        };
+        let _ = u_ok;
+        let Phase::Uploading { received } = meta.phase else {
+            return Err(StoreError::Phase(format!("deal {deal} is live: its upload is finished")));
+        };
+        meta.check_nonce(nonce)?;
+        if start != received {
+            return Err(StoreError::Range(format!("batch starts at {start}, {received} blocks received so far")));
+        }
+        if blocks.len() != sealed_u.len() {
+            return Err(StoreError::Range(format!("{} blocks with {} checksums", blocks.len(), sealed_u.len())));
+        }
+        let end = start.checked_add(blocks.len() as u64).filter(|e| *e <= meta.num_blocks());
+        let Some(end) = end else {
+            return Err(StoreError::Range(format!("blocks {start}+{} past N = {}", blocks.len(), meta.num_blocks())));
+        };
+        let beta = meta.params.block_bytes as usize;
+        if let Some(b) = blocks.iter().find(|b| b.len() != beta) {
+            return Err(StoreError::BlockSize { got: b.len(), expected: beta });
+        }
+        let old = meta.clone();
+        {
+            let g = super::rlock(&entry.state);
+            let st = g.as_ref().ok_or(StoreError::UnknownDeal(deal))?;
+            st.u.write_range(start, blocks, sealed_u)?;
+        }
+        meta.phase = Phase::Uploading { received: end };
+        meta.last_nonce = Some(nonce);
+        self.commit(&meta, Some(&old), sled::Batch::default())?;
+        if let Some(st) = wlock(&entry.state).as_mut() {
+            st.meta = meta;
+        }
+        Ok(())
+    }
+
+    /// Finishes an upload: builds the U tree and C (`c_rebuild` of U) with its tree,
+    /// and makes the deal live. Returns (root U, C's id, root C).
+    ///
+    /// Errors: [`StoreError::UnknownDeal`], [`StoreError::Phase`] if not uploading or
+    /// not all N blocks arrived, [`StoreError::Replay`], [`StoreError::DiskFull`],
+    /// [`StoreError::Io`].
+    pub fn upload_finish(&self, deal: u64, nonce: u64) -> Result<(B256, RunId, B256)> {
+        let entry = self.deal(deal)?;
+        let _op = lock(&entry.op);
+        let g = super::rlock(&entry.state);
+        let st = g.as_ref().ok_or(StoreError::UnknownDeal(deal))?;
+        let mut meta = st.meta.clone();
+        let n = meta.num_blocks();
+        match meta.phase {
+            Phase::Live => return Err(StoreError::Phase(format!("deal {deal} is already live"))),
+            Phase::Uploading { received } if received < n => {
+                return Err(StoreError::Phase(format!("deal {deal}: {received} of {n} blocks received")))
+            }
+            Phase::Uploading { .. } => {}
+        }
+        meta.check_nonce(nonce)?;
+        self.ensure_space(runs::run_disk_bytes(&st.format, 2 * n))?;
+        let tree = st.u.tree(n)?;
+        let blocks = read_u_chunked(st, n)?;
+        let records = u_records(&st.format, &blocks)?;
+        drop(blocks);
+        let c = code::c_rebuild(&records, meta.log_blocks(), st.format.width())?;
+        drop(records);
+        let root_c = runs::write_run(&st.dir, C0, &st.format, &c)?;
+        drop(c);
+        let old = meta.clone();
+        meta.phase = Phase::Live;
+        meta.last_nonce = Some(nonce);
+        meta.root_u = tree.root();
+        meta.c = Some((C0, root_c));
+        if let Err(e) = self.commit(&meta, Some(&old), sled::Batch::default()) {
+            runs::remove_run(&st.dir, C0);
+            return Err(e);
+        }
+        drop(g);
+        let mut g = wlock(&entry.state);
+        if let Some(st) = g.as_mut() {
+            st.meta = meta;
+            st.u_tree = Some(tree);
+            return Ok((st.meta.root_u, C0, root_c));
+        }
+        Err(StoreError::UnknownDeal(deal))
+    }
+}
+
+/// All of U (with a pending update applied), read in pieces of at most
+/// [`MAX_READ_BYTES`].
+pub(crate) fn read_u_chunked(st: &DealState, n: u64) -> Result<Vec<Vec<u8>>> {
+    let per = (MAX_READ_BYTES / st.meta.params.block_bytes.max(1) as u64).max(1);
+    let mut out = Vec::with_capacity(n as usize);
+    let mut start = 0;
+    while start < n {
+        let count = per.min(n - start);
+        out.extend(st.u.read_blocks(start, count)?);
+        start += count;
+    }
+    if let Some(p) = &st.meta.pending {
+        if let Some(slot) = out.get_mut(p.index as usize) {
+            *slot = p.block.clone();
+        }
+    }
+    Ok(out)
+}
+
+mod space {
+    use std::path::Path;
+
+    /// Bytes of the U files already in `dir` (counted by the quota; an upload restart
+    /// reuses them).
+    pub(super) fn existing(dir: &Path) -> u64 {
+        ["u.blocks", "u.sealed", "u.roots"]
+            .iter()
+            .filter_map(|n| std::fs::metadata(dir.join(n)).ok())
+            .map(|m| m.len())
+            .sum()
+    }
+}

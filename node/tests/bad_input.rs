@@ -1,0 +1,215 @@
+//! Bad input to a real node over libp2p (store on disk, the request handler, the
+//! libp2p server): each is refused with a clear error code, the connection keeps
+//! working, and nothing is stored (the deal's status is unchanged).
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+use alloy::signers::local::PrivateKeySigner;
+use alloy::signers::SignerSync;
+use alloy_primitives::{Address, B256, U256};
+use async_trait::async_trait;
+use dpor_core::checksum::{OwnerKeys, Place};
+use dpor_core::digest::Digest;
+use dpor_core::BlockFormat;
+use dpor_node::handler::{ChainDeal, DealLookup, NodeHandler};
+use dpor_node::signing::ProviderSigner;
+use dpor_node::store::{Store, StoreConfig};
+use dpor_proto::messages::{
+    owner_request_hash, ErrorCode, OwnerOp, Request, Response, Signed, WireDigest, WireRun,
+};
+use dpor_proto::net::{self, Client, NetConfig};
+use serde_bytes::ByteBuf;
+use std::sync::Arc;
+
+const BETA: usize = 64;
+const N: u64 = 8;
+const CHAIN: u64 = 31337;
+
+struct Deals(Vec<(u64, ChainDeal)>);
+
+#[async_trait]
+impl DealLookup for Deals {
+    async fn deal(&self, id: u64) -> anyhow::Result<Option<ChainDeal>> {
+        Ok(self.0.iter().find(|(i, _)| *i == id).map(|(_, d)| d.clone()))
+    }
+}
+
+struct Fixture {
+    client: Client<Request, Response>,
+    owner: PrivateKeySigner,
+    market: Address,
+    nonce: u64,
+    _server: net::ServerHandle,
+    _dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    async fn new(quota: Option<u64>) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let owner = PrivateKeySigner::random();
+        let provider = PrivateKeySigner::random();
+        let market = Address::repeat_byte(0x42);
+        let store = Arc::new(Store::open(&dir.path().join("store"), StoreConfig { quota_bytes: quota }).unwrap());
+        let deal = ChainDeal { owner: owner.address(), provider: provider.address(), num_blocks: N, block_bytes: BETA as u32, active: true };
+        let other = ChainDeal { provider: Address::repeat_byte(1), ..deal.clone() };
+        let handler = NodeHandler::new(store, Arc::new(Deals(vec![(1, deal), (2, other)])), Arc::new(ProviderSigner::new(provider, CHAIN, market)));
+        let server = net::serve(
+            net::load_or_create_keypair(&dir.path().join("k")).unwrap(),
+            "/ip4/127.0.0.1/tcp/0".parse().unwrap(),
+            Arc::new(handler),
+            NetConfig::default(),
+        )
+        .await
+        .unwrap();
+        let addr = server.listen_addrs()[0].clone().with(libp2p::multiaddr::Protocol::P2p(server.peer_id()));
+        let client = Client::connect(addr, NetConfig::default()).await.unwrap();
+        Fixture { client, owner, market, nonce: 0, _server: server, _dir: dir }
+    }
+
+    fn signed_by(&self, key: &PrivateKeySigner, deal: u64, nonce: u64, op: &OwnerOp) -> Request {
+        let bytes = op.to_bytes();
+        let sig = key.sign_hash_sync(&owner_request_hash(CHAIN, self.market, deal, nonce, &bytes)).unwrap();
+        Request::Owner(Signed { deal, nonce, op: ByteBuf::from(bytes), signature: ByteBuf::from(sig.as_bytes().to_vec()) })
+    }
+
+    async fn owner(&mut self, op: OwnerOp) -> Response {
+        self.nonce += 1;
+        let r = self.signed_by(&self.owner.clone(), 1, self.nonce, &op);
+        self.client.request(r).await.unwrap()
+    }
+
+    async fn call(&self, r: Request) -> Response {
+        self.client.request(r).await.unwrap()
+    }
+
+    async fn status(&self) -> Response {
+        self.call(Request::Status { deal: 1 }).await
+    }
+
+    /// Uploads N blocks and finishes.
+    async fn upload(&mut self) {
+        let keys = OwnerKeys::derive(&[3u8; 32], BlockFormat::new(BETA).unwrap().width());
+        let format = BlockFormat::new(BETA).unwrap();
+        assert_eq!(self.owner(OwnerOp::UploadBegin { num_blocks: N, block_bytes: BETA as u32 }).await, Response::Accepted);
+        let blocks: Vec<Vec<u8>> = (0..N).map(|i| vec![i as u8; BETA]).collect();
+        let sealed: Vec<B256> = blocks
+            .iter()
+            .enumerate()
+            .map(|(i, b)| B256::from(keys.seal(Place::U { index: i as u64 }, &keys.checksum(&format.record(i as u64, b).unwrap()).unwrap())))
+            .collect();
+        let op = OwnerOp::UploadBlocks { start: 0, blocks: blocks.into_iter().map(ByteBuf::from).collect(), sealed_u: sealed };
+        assert_eq!(self.owner(op).await, Response::Accepted);
+        assert!(matches!(self.owner(OwnerOp::UploadFinish).await, Response::Committed { .. }));
+    }
+}
+
+fn code(r: &Response) -> ErrorCode {
+    match r {
+        Response::Error(e) => {
+            assert!(!e.message.is_empty(), "an error needs a message");
+            e.code
+        }
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn unknown_deal_and_out_of_range_are_refused_and_the_connection_is_kept() {
+    let mut f = Fixture::new(None).await;
+    assert_eq!(code(&f.call(Request::Status { deal: 9 }).await), ErrorCode::UnknownDeal);
+    assert_eq!(code(&f.call(Request::Read { deal: 9, index: 0 }).await), ErrorCode::UnknownDeal);
+    f.upload().await;
+    assert_eq!(code(&f.call(Request::Read { deal: 1, index: N }).await), ErrorCode::OutOfRange);
+    assert_eq!(code(&f.call(Request::Read { deal: 1, index: u64::MAX }).await), ErrorCode::OutOfRange);
+    assert_eq!(code(&f.call(Request::Samples { deal: 1, run: WireRun { tag: 0, built_at: 0 }, positions: vec![2 * N] }).await), ErrorCode::OutOfRange);
+    assert_eq!(code(&f.call(Request::Samples { deal: 1, run: WireRun { tag: 5, built_at: 77 }, positions: vec![0] }).await), ErrorCode::UnknownRun);
+    assert_eq!(code(&f.call(Request::Download { deal: 1, start: 0, count: 1 << 40 }).await), ErrorCode::TooLarge);
+    // A deal the chain says belongs to another provider.
+    let other = f.signed_by(&f.owner.clone(), 2, 1, &OwnerOp::UploadBegin { num_blocks: N, block_bytes: BETA as u32 });
+    assert_eq!(code(&f.call(other).await), ErrorCode::UnknownDeal);
+    // Still serving.
+    assert!(matches!(f.call(Request::Read { deal: 1, index: 3 }).await, Response::Block { .. }));
+}
+
+#[tokio::test]
+async fn owner_requests_unsigned_foreign_or_replayed_are_refused_and_change_nothing() {
+    let mut f = Fixture::new(None).await;
+    f.upload().await;
+    let before = f.status().await;
+    let write = OwnerOp::Write { index: 1, block: ByteBuf::from(vec![7u8; BETA]), sealed_u: B256::ZERO };
+    // Unsigned.
+    let unsigned = Request::Owner(Signed { deal: 1, nonce: 100, op: ByteBuf::from(write.to_bytes()), signature: ByteBuf::new() });
+    assert_eq!(code(&f.call(unsigned).await), ErrorCode::Unauthorized);
+    // Signed by someone else.
+    let mallory = PrivateKeySigner::random();
+    assert_eq!(code(&f.call(f.signed_by(&mallory, 1, 100, &write)).await), ErrorCode::Unauthorized);
+    // Garbage op bytes.
+    let garbage = Request::Owner(Signed { deal: 1, nonce: 100, op: ByteBuf::from(vec![0xff; 10]), signature: ByteBuf::from(vec![0; 65]) });
+    assert_eq!(code(&f.call(garbage).await), ErrorCode::Malformed);
+    assert_eq!(f.status().await, before, "refused requests change nothing");
+    // A real write, then the very same request replayed.
+    f.nonce += 1;
+    let req = f.signed_by(&f.owner.clone(), 1, f.nonce, &write);
+    assert!(matches!(f.call(req.clone()).await, Response::Written { .. }));
+    let after = f.status().await;
+    assert_eq!(code(&f.call(req).await), ErrorCode::Replay);
+    assert_eq!(f.status().await, after, "a replay changes nothing");
+}
+
+#[tokio::test]
+async fn wrong_sizes_and_digest_rollback_are_refused() {
+    let mut f = Fixture::new(None).await;
+    f.upload().await;
+    let before = f.status().await;
+    let short = OwnerOp::Write { index: 1, block: ByteBuf::from(vec![7u8; BETA - 1]), sealed_u: B256::ZERO };
+    assert_eq!(code(&f.owner(short).await), ErrorCode::BadBlock);
+    let far = OwnerOp::Write { index: N, block: ByteBuf::from(vec![7u8; BETA]), sealed_u: B256::ZERO };
+    assert_eq!(code(&f.owner(far).await), ErrorCode::OutOfRange);
+    assert_eq!(f.status().await.clone_status().root_u, before.clone_status().root_u);
+    // Co-sign the current state at version 2, then try version 1 and a wrong root.
+    let s = f.status().await.clone_status();
+    let digest = Digest {
+        dealId: U256::from(1u64),
+        version: 2,
+        numBlocks: N,
+        writeCount: s.write_count,
+        rebuildCount: s.rebuild_count,
+        rootU: s.root_u,
+        rootC: s.c.1,
+        levelRoots: s.levels.iter().map(|l| l.2).collect(),
+    };
+    assert!(matches!(f.owner(OwnerOp::Cosign { digest: WireDigest::from(&digest) }).await, Response::Cosigned { .. }));
+    let old = Digest { version: 1, ..digest.clone() };
+    assert_eq!(code(&f.owner(OwnerOp::Cosign { digest: WireDigest::from(&old) }).await), ErrorCode::StaleVersion);
+    let lie = Digest { version: 3, rootU: B256::repeat_byte(9), ..digest };
+    assert_eq!(code(&f.owner(OwnerOp::Cosign { digest: WireDigest::from(&lie) }).await), ErrorCode::Mismatch);
+}
+
+#[tokio::test]
+async fn a_full_disk_refuses_the_upload_without_corrupting() {
+    // A quota far below what U + C need.
+    let mut f = Fixture::new(Some(4096)).await;
+    assert_eq!(f.owner(OwnerOp::UploadBegin { num_blocks: N, block_bytes: BETA as u32 }).await, Response::Accepted);
+    let blocks: Vec<ByteBuf> = (0..N).map(|i| ByteBuf::from(vec![i as u8; BETA])).collect();
+    let r = f.owner(OwnerOp::UploadBlocks { start: 0, blocks, sealed_u: vec![B256::ZERO; N as usize] }).await;
+    let r = match r {
+        Response::Accepted => f.owner(OwnerOp::UploadFinish).await,
+        other => other,
+    };
+    assert_eq!(code(&r), ErrorCode::DiskFull);
+    // The node still answers.
+    assert!(matches!(f.status().await, Response::Status(_)));
+}
+
+trait StatusExt {
+    fn clone_status(&self) -> dpor_proto::messages::DealStatus;
+}
+
+impl StatusExt for Response {
+    fn clone_status(&self) -> dpor_proto::messages::DealStatus {
+        match self {
+            Response::Status(s) => s.clone(),
+            other => panic!("expected a status, got {other:?}"),
+        }
+    }
+}
