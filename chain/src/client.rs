@@ -57,8 +57,18 @@ impl Market {
         let url: Url = rpc_url
             .parse()
             .map_err(|e: url_error::ParseError| ChainError::InvalidUrl { url: rpc_url.to_string(), reason: e.to_string() })?;
+        // Nonces from `eth_getTransactionCount(pending)` on every send (not alloy's default
+        // cache): a send whose gas estimation reverts then leaves no nonce gap, and several
+        // clients may share a key.
         let provider = match &signer {
-            Some(s) => ProviderBuilder::new().wallet(EthereumWallet::from(s.clone())).connect_http(url).erased(),
+            Some(s) => ProviderBuilder::new()
+                .disable_recommended_fillers()
+                .with_gas_estimation()
+                .with_simple_nonce_management()
+                .fetch_chain_id()
+                .wallet(EthereumWallet::from(s.clone()))
+                .connect_http(url)
+                .erased(),
             None => ProviderBuilder::new().connect_http(url).erased(),
         };
         let chain_id = provider.get_chain_id().await.map_err(|e| rpc_err("eth_chainId", e))?;

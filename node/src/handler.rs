@@ -328,6 +328,10 @@ impl NodeHandler {
 
 #[async_trait]
 impl dpor_proto::net::Handler<Request, Response> for NodeHandler {
+    fn response_too_large(&self, len: u64, max: u64) -> Option<Response> {
+        Some(Response::error(ErrorCode::TooLarge, format!("the answer is {len} bytes, over the {max}-byte frame limit; ask for fewer items")))
+    }
+
     async fn handle(&self, _peer: PeerId, request: Result<Request, FrameError>) -> Response {
         match request {
             Ok(r) => self.answer(r).await,

@@ -187,18 +187,25 @@ async fn wrong_sizes_and_digest_rollback_are_refused() {
 
 #[tokio::test]
 async fn a_full_disk_refuses_the_upload_without_corrupting() {
-    // A quota far below what U + C need.
-    let mut f = Fixture::new(Some(4096)).await;
-    assert_eq!(f.owner(OwnerOp::UploadBegin { num_blocks: N, block_bytes: BETA as u32 }).await, Response::Accepted);
-    let blocks: Vec<ByteBuf> = (0..N).map(|i| ByteBuf::from(vec![i as u8; BETA])).collect();
-    let r = f.owner(OwnerOp::UploadBlocks { start: 0, blocks, sealed_u: vec![B256::ZERO; N as usize] }).await;
-    let r = match r {
-        Response::Accepted => f.owner(OwnerOp::UploadFinish).await,
-        other => other,
-    };
+    // A quota below what U + C need (U is 512 bytes, C 1408).
+    let mut f = Fixture::new(Some(1000)).await;
+    // The node may refuse at any step (it knows the sizes from UploadBegin on).
+    let mut r = f.owner(OwnerOp::UploadBegin { num_blocks: N, block_bytes: BETA as u32 }).await;
+    if r == Response::Accepted {
+        let blocks: Vec<ByteBuf> = (0..N).map(|i| ByteBuf::from(vec![i as u8; BETA])).collect();
+        r = f.owner(OwnerOp::UploadBlocks { start: 0, blocks, sealed_u: vec![B256::ZERO; N as usize] }).await;
+    }
+    if r == Response::Accepted {
+        r = f.owner(OwnerOp::UploadFinish).await;
+    }
     assert_eq!(code(&r), ErrorCode::DiskFull);
-    // The node still answers.
-    assert!(matches!(f.status().await, Response::Status(_)));
+    // The node still answers, and holds nothing it could not finish: either no deal
+    // at all (refused at UploadBegin) or a deal still uploading, never a Live one.
+    match f.status().await {
+        Response::Error(e) => assert_eq!(e.code, ErrorCode::UnknownDeal),
+        Response::Status(s) => assert!(matches!(s.phase, dpor_proto::messages::WirePhase::Uploading { .. })),
+        other => panic!("unexpected {other:?}"),
+    }
 }
 
 trait StatusExt {

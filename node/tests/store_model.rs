@@ -1,1 +1,359 @@
+//! The store against the reference `ServerState`: random uploads and writes (several
+//! C-rebuilds), reopening midway, and the GC pins of co-signed and posted digests.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use alloy_primitives::{Address, B256, U256};
+use dpor_core::block::BlockFormat;
+use dpor_core::digest::Digest;
+use dpor_core::merkle;
+use dpor_core::state::{RunId, ServerState};
+use dpor_node::store::{DealParams, DealView, Phase, Store, StoreConfig, StoreError};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::path::Path;
+
+const DEAL: u64 = 7;
+
+fn open(dir: &Path) -> Store {
+    Store::open(dir, StoreConfig::default()).unwrap()
+}
+
+fn random_block(rng: &mut StdRng, beta: usize) -> Vec<u8> {
+    (0..beta).map(|_| rng.gen()).collect()
+}
+
+/// Coded bytes of every block of a reference run.
+fn ref_run_bytes(format: &BlockFormat, run: &dpor_core::state::Run) -> Vec<Vec<u8>> {
+    run.blocks.chunks(format.width()).map(|b| format.coded_to_bytes(b).unwrap()).collect()
+}
+
+fn digest_of(v: &DealView, version: u64) -> Digest {
+    Digest {
+        dealId: U256::from(v.params.deal),
+        version,
+        numBlocks: v.params.num_blocks,
+        writeCount: v.write_count,
+        rebuildCount: v.rebuild_count,
+        rootU: v.root_u,
+        rootC: v.c.1,
+        levelRoots: v.levels.iter().map(|l| l.2).collect(),
+    }
+}
+
+/// Every observable of the store equals the reference (U, σ̃, all live runs, roots,
+/// paths).
+fn check(store: &Store, reference: &ServerState, sealed: &[[u8; 32]], ctx: &str) {
+    let format = *reference.format();
+    let n = reference.num_blocks();
+    let v = store.view(DEAL).unwrap();
+    assert_eq!(v.phase, Phase::Live, "{ctx}");
+    assert_eq!((v.write_count, v.rebuild_count), (reference.write_count(), reference.rebuild_count()), "{ctx}");
+    assert_eq!(store.u_blocks(DEAL, 0, n).unwrap(), reference.u(), "{ctx}: U");
+    let u_tree = merkle::u_tree(reference.u(), sealed).unwrap();
+    assert_eq!(v.root_u, u_tree.root(), "{ctx}: root U");
+    let leaves = store.u_leaves(DEAL, 0, n).unwrap();
+    for (i, (root, s)) in leaves.iter().enumerate() {
+        assert_eq!((*root, *s), (merkle::block_root(&reference.u()[i]), sealed[i]), "{ctx}: U leaf {i}");
+    }
+    for i in [0, n / 2, n - 1] {
+        let (block, s, path) = store.read(DEAL, i).unwrap();
+        assert_eq!(block, reference.u()[i as usize], "{ctx}");
+        assert_eq!(s, sealed[i as usize]);
+        let leaf = merkle::u_leaf(i, &merkle::block_root(&block), &s);
+        merkle::verify_path(&v.root_u, n.trailing_zeros(), i, leaf, &path).unwrap();
+    }
+    // Runs: C then the filled levels, same ids, same bytes, same roots.
+    let mut store_runs = vec![v.c];
+    store_runs.extend(v.levels.iter().map(|(_, id, root)| (*id, *root)));
+    let ref_runs = reference.runs();
+    assert_eq!(store_runs.len(), ref_runs.len(), "{ctx}: run count");
+    for ((id, root), r) in store_runs.iter().zip(ref_runs) {
+        assert_eq!(*id, r.id(), "{ctx}: run id");
+        let bytes = ref_run_bytes(&format, r);
+        let size = bytes.len() as u64;
+        assert_eq!(*root, merkle::run_tree(&bytes).unwrap().root(), "{ctx}: root of {id}");
+        assert_eq!(store.coded_range(DEAL, *id, 0, size).unwrap(), bytes, "{ctx}: blocks of {id}");
+        let tree = merkle::run_tree(&bytes).unwrap();
+        let leaves: Vec<B256> = (0..size).map(|p| tree.leaf(p).unwrap()).collect();
+        assert_eq!(store.run_leaves(DEAL, *id, 0, size).unwrap(), leaves, "{ctx}");
+        let positions = [0, size - 1, size / 2];
+        for ((block, path), p) in store.coded(DEAL, *id, &positions).unwrap().into_iter().zip(positions) {
+            assert_eq!(block, bytes[p as usize]);
+            let leaf = merkle::run_leaf(p, &merkle::block_root(&block));
+            merkle::verify_path(root, size.trailing_zeros(), p, leaf, &path).unwrap();
+        }
+    }
+    let levels: Vec<u32> = v.levels.iter().map(|l| l.0).collect();
+    let ref_levels: Vec<u32> = (0..reference.log_blocks()).filter(|l| reference.level(*l).unwrap().is_some()).collect();
+    assert_eq!(levels, ref_levels, "{ctx}");
+}
+
+/// Uploads random blocks in random batches; returns the reference and σ̃.
+fn upload(store: &Store, rng: &mut StdRng, n: u64, beta: usize, nonce: &mut u64) -> (ServerState, Vec<[u8; 32]>) {
+    let blocks: Vec<Vec<u8>> = (0..n).map(|_| random_block(rng, beta)).collect();
+    let sealed: Vec<[u8; 32]> = (0..n).map(|_| rng.gen()).collect();
+    let params = DealParams { deal: DEAL, owner: Address::repeat_byte(1), num_blocks: n, block_bytes: beta as u32 };
+    *nonce += 1;
+    store.upload_begin(params, *nonce).unwrap();
+    let mut start = 0u64;
+    while start < n {
+        let len = rng.gen_range(1..=(n - start).min(5));
+        *nonce += 1;
+        let r = start as usize..(start + len) as usize;
+        store.upload_blocks(DEAL, *nonce, start, &blocks[r.clone()], &sealed[r]).unwrap();
+        start += len;
+        assert_eq!(store.view(DEAL).unwrap().phase, Phase::Uploading { received: start });
+    }
+    *nonce += 1;
+    let (root_u, c, root_c) = store.upload_finish(DEAL, *nonce).unwrap();
+    let reference = ServerState::new(BlockFormat::new(beta).unwrap(), blocks).unwrap();
+    assert_eq!(root_u, merkle::u_tree(reference.u(), &sealed).unwrap().root());
+    assert_eq!(c, reference.c().id());
+    assert_eq!(root_c, merkle::run_tree(&ref_run_bytes(reference.format(), reference.c())).unwrap().root());
+    (reference, sealed)
+}
+
+#[test]
+fn random_writes_match_the_reference_across_reopens() {
+    for (seed, n, beta) in [(1u64, 8u64, 16usize), (2, 16, 16), (3, 4, 7), (4, 1, 16), (5, 16, 100)] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut store = open(dir.path());
+        let mut nonce = 0;
+        let (mut reference, mut sealed) = upload(&store, &mut rng, n, beta, &mut nonce);
+        check(&store, &reference, &sealed, "after upload");
+        let writes = 3 * n + 3;
+        for w in 0..writes {
+            let index = rng.gen_range(0..n);
+            let block = random_block(&mut rng, beta);
+            let s: [u8; 32] = rng.gen();
+            nonce += rng.gen_range(1..3);
+            let out = store.write(DEAL, nonce, index, block.clone(), s).unwrap();
+            let step = reference.write(index, block).unwrap();
+            sealed[index as usize] = s;
+            assert_eq!(out.step, step);
+            let ctx = format!("seed {seed}, write {w}");
+            assert_eq!(out.root_u, merkle::u_tree(reference.u(), &sealed).unwrap().root(), "{ctx}");
+            check(&store, &reference, &sealed, &ctx);
+            if rng.gen_ratio(1, 5) {
+                drop(store);
+                store = open(dir.path());
+                check(&store, &reference, &sealed, &format!("{ctx}, reopened"));
+            }
+        }
+        assert_eq!(reference.rebuild_count(), writes / n);
+        // Only the current runs' files are left (no pins).
+        let v = store.view(DEAL).unwrap();
+        let mut want = vec![format!("run-{}-{}.blocks", v.c.0.tag.0, v.c.0.built_at)];
+        want.extend(v.levels.iter().map(|(_, id, _)| format!("run-{}-{}.blocks", id.tag.0, id.built_at)));
+        want.sort();
+        assert_eq!(run_files(dir.path()), want, "seed {seed}");
+    }
+}
+
+/// Names of the `.blocks` run files of the deal, sorted; asserts there is a tree
+/// for each and nothing else (no tmp files).
+fn run_files(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir.join("deals").join(DEAL.to_string())).unwrap() {
+        let name = e.unwrap().file_name().into_string().unwrap();
+        assert!(!name.ends_with(".tmp"), "stray {name}");
+        if let Some(stem) = name.strip_suffix(".blocks") {
+            if stem.starts_with("run-") {
+                out.push(name.clone());
+            }
+        }
+        if let Some(stem) = name.strip_suffix(".tree") {
+            assert!(dir.join("deals").join(DEAL.to_string()).join(format!("{stem}.blocks")).exists(), "{name} alone");
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Every run of `d` reads back whole and hashes to the digest's root.
+fn assert_digest_runs(store: &Store, d: &Digest) {
+    for (id, size, root) in d.run_ids() {
+        let blocks = store.coded_range(DEAL, id, 0, size).unwrap();
+        assert_eq!(merkle::run_tree(&blocks).unwrap().root(), root, "run {id} of digest v{}", d.version);
+        let (b, path) = store.coded(DEAL, id, &[size - 1]).unwrap().pop().unwrap();
+        let leaf = merkle::run_leaf(size - 1, &merkle::block_root(&b));
+        merkle::verify_path(&root, size.trailing_zeros(), size - 1, leaf, &path).unwrap();
+    }
+}
+
+#[test]
+fn pinned_digests_keep_their_runs_until_unpinned() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(99);
+    let mut store = open(dir.path());
+    let mut nonce = 0;
+    let (n, beta) = (8u64, 16usize);
+    let (mut reference, mut sealed) = upload(&store, &mut rng, n, beta, &mut nonce);
+    let mut write = |store: &Store, reference: &mut ServerState, sealed: &mut Vec<[u8; 32]>, nonce: &mut u64| {
+        let index = rng.gen_range(0..n);
+        let block = random_block(&mut rng, beta);
+        let s: [u8; 32] = rng.gen();
+        *nonce += 1;
+        store.write(DEAL, *nonce, index, block.clone(), s).unwrap();
+        reference.write(index, block).unwrap();
+        sealed[index as usize] = s;
+    };
+    for _ in 0..3 {
+        write(&store, &mut reference, &mut sealed, &mut nonce);
+    }
+    // t = 3: C@0, H0, H1 live. Co-sign v1: its runs are pinned by the co-signature
+    // alone while the levels are consumed.
+    let d1 = digest_of(&store.view(DEAL).unwrap(), 1);
+    store.check_cosign(DEAL, &d1).unwrap();
+    assert_eq!(d1.run_ids().len(), 3);
+    for _ in 0..2 {
+        write(&store, &mut reference, &mut sealed, &mut nonce);
+        assert_digest_runs(&store, &d1);
+    }
+    store.set_posted(DEAL, &d1).unwrap();
+    // Past a C-rebuild: every run of d1 is superseded, yet still served.
+    for _ in 0..n {
+        write(&store, &mut reference, &mut sealed, &mut nonce);
+        assert_digest_runs(&store, &d1);
+    }
+    check(&store, &reference, &sealed, "pinned");
+    drop(store);
+    store = open(dir.path());
+    assert_digest_runs(&store, &d1);
+    check(&store, &reference, &sealed, "pinned, reopened");
+    // A newer co-signature: d1 stays pinned by the posted pin (and a dispute).
+    store.pin_dispute(DEAL, 42, &d1).unwrap();
+    let d2 = digest_of(&store.view(DEAL).unwrap(), 2);
+    store.check_cosign(DEAL, &d2).unwrap();
+    write(&store, &mut reference, &mut sealed, &mut nonce);
+    store.unpin_dispute(DEAL, 42).unwrap();
+    assert_digest_runs(&store, &d1);
+    // Posting d2 leaves d1 pinned by a dispute only.
+    store.pin_dispute(DEAL, 43, &d1).unwrap();
+    store.set_posted(DEAL, &d2).unwrap();
+    store.set_posted(DEAL, &d1).unwrap(); // older: ignored
+    assert_eq!(store.view(DEAL).unwrap().posted, Some(d2.clone()));
+    assert_eq!(store.view(DEAL).unwrap().disputes, vec![43]);
+    for _ in 0..3 {
+        write(&store, &mut reference, &mut sealed, &mut nonce);
+    }
+    assert_digest_runs(&store, &d1);
+    assert_digest_runs(&store, &d2);
+    // Unpinning the dispute drops d1's runs (files and reads).
+    let old: Vec<(RunId, String)> = d1
+        .run_ids()
+        .into_iter()
+        .map(|(id, _, _)| (id, format!("run-{}-{}.blocks", id.tag.0, id.built_at)))
+        .collect();
+    store.unpin_dispute(DEAL, 43).unwrap();
+    let files = run_files(dir.path());
+    let d2_ids: Vec<RunId> = d2.run_ids().into_iter().map(|r| r.0).collect();
+    for (id, name) in &old {
+        if d2_ids.contains(id) {
+            continue;
+        }
+        assert!(!files.contains(name), "{name} survived");
+        assert!(matches!(store.coded(DEAL, *id, &[0]), Err(StoreError::UnknownRun { .. })));
+        assert!(matches!(store.run_file(DEAL, *id), Err(StoreError::UnknownRun { .. })));
+    }
+    assert_digest_runs(&store, &d2);
+    let cur = store.view(DEAL).unwrap();
+    let mut retained: Vec<RunId> = d2_ids.clone();
+    retained.push(cur.c.0);
+    retained.extend(cur.levels.iter().map(|l| l.1));
+    retained.sort();
+    retained.dedup();
+    let mut want: Vec<String> = retained.iter().map(|id| format!("run-{}-{}.blocks", id.tag.0, id.built_at)).collect();
+    want.sort();
+    assert_eq!(files, want);
+    check(&store, &reference, &sealed, "end");
+}
+
+#[test]
+fn sealed_checksums_of_runs_are_stored_and_collected() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(5);
+    let store = open(dir.path());
+    let mut nonce = 0;
+    let (n, beta) = (4u64, 16usize);
+    let _ = upload(&store, &mut rng, n, beta, &mut nonce);
+    let c = store.view(DEAL).unwrap().c.0;
+    let s: Vec<[u8; 32]> = (0..3).map(|i| [i as u8 + 1; 32]).collect();
+    nonce += 1;
+    store.store_sealed(DEAL, nonce, c, 2, &s).unwrap();
+    let got = store.sealed(DEAL, c, 0, 2 * n).unwrap();
+    assert_eq!(got, vec![None, None, Some(s[0]), Some(s[1]), Some(s[2]), None, None, None]);
+    assert!(matches!(store.store_sealed(DEAL, nonce + 1, c, 6, &s), Err(StoreError::Range(_))));
+    // A write's run gets σ̃ too; after the level is consumed its entries are gone.
+    nonce += 1;
+    let out = store.write(DEAL, nonce, 1, vec![3; beta], [9; 32]).unwrap();
+    nonce += 1;
+    store.store_sealed(DEAL, nonce, out.run, 0, &[[7; 32], [8; 32]]).unwrap();
+    assert_eq!(store.sealed(DEAL, out.run, 0, 2).unwrap(), vec![Some([7; 32]), Some([8; 32])]);
+    for i in 0..n {
+        nonce += 1;
+        store.write(DEAL, nonce, i, vec![i as u8; beta], [1; 32]).unwrap();
+    }
+    assert!(matches!(store.sealed(DEAL, out.run, 0, 2), Err(StoreError::UnknownRun { .. })));
+    assert!(matches!(store.sealed(DEAL, c, 0, 1), Err(StoreError::UnknownRun { .. })));
+    drop(store);
+    let db = sled::open(dir.path().join("meta.sled")).unwrap();
+    assert_eq!(db.scan_prefix(b"s").count(), 0, "σ̃ of collected runs remain");
+}
+
+#[test]
+fn reads_during_writes_see_whole_states() {
+    use std::collections::HashSet;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(11);
+    let store = Arc::new(open(dir.path()));
+    let mut nonce = 0;
+    let (n, beta) = (16u64, 16usize);
+    let _ = upload(&store, &mut rng, n, beta, &mut nonce);
+    let committed = Arc::new(Mutex::new(HashSet::from([store.view(DEAL).unwrap().root_u])));
+    let done = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|k| {
+            let (store, done) = (Arc::clone(&store), Arc::clone(&done));
+            std::thread::spawn(move || {
+                let mut seen = Vec::new();
+                let mut i = k;
+                while !done.load(Ordering::Relaxed) {
+                    let (block, s, path) = store.read(DEAL, i % n).unwrap();
+                    let leaf = merkle::u_leaf(i % n, &merkle::block_root(&block), &s);
+                    seen.push(merkle::root_from_path(leaf, i % n, &path));
+                    let v = store.view(DEAL).unwrap();
+                    // The run may be collected between view and read: then UnknownRun.
+                    match store.coded(DEAL, v.c.0, &[0]) {
+                        Ok(mut r) => {
+                            let (b, p) = r.pop().unwrap();
+                            merkle::verify_path(&v.c.1, (2 * n).trailing_zeros(), 0, merkle::run_leaf(0, &merkle::block_root(&b)), &p).unwrap();
+                        }
+                        Err(StoreError::UnknownRun { .. }) => {}
+                        Err(e) => panic!("{e}"),
+                    }
+                    i += 1;
+                }
+                seen
+            })
+        })
+        .collect();
+    for w in 0..3 * n {
+        nonce += 1;
+        let out = store.write(DEAL, nonce, w % n, vec![w as u8; beta], [w as u8; 32]).unwrap();
+        committed.lock().unwrap().insert(out.root_u);
+    }
+    done.store(true, Ordering::Relaxed);
+    let committed = committed.lock().unwrap();
+    for r in readers {
+        let seen = r.join().unwrap();
+        assert!(!seen.is_empty());
+        for root in seen {
+            assert!(committed.contains(&root), "a read saw a torn state");
+        }
+    }
+}

@@ -201,7 +201,8 @@ pub fn encode_frame<T: Serialize + ?Sized>(value: &T, max: u64) -> Result<Vec<u8
 /// [`FrameError::Malformed`] if it is not exactly one CBOR item of type `T`.
 pub fn decode_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, FrameError> {
     let mut rest = body;
-    let value = ciborium::de::from_reader(&mut rest).map_err(|e| FrameError::Malformed(e.to_string()))?;
+    let value =
+        ciborium::de::from_reader(&mut rest).map_err(|e| FrameError::Malformed(e.to_string()))?;
     if !rest.is_empty() {
         return Err(FrameError::Malformed(format!(
             "{} bytes after the CBOR item",
@@ -248,7 +249,8 @@ pub async fn read_frame<T: AsyncRead + Unpin>(
         return Ok(Err(FrameError::TooLarge { got: declared, max }));
     }
     // `declared` <= u32::MAX, which fits usize on the 32- and 64-bit targets we build.
-    let len = usize::try_from(declared).map_err(|_| io::Error::other("frame length overflows usize"))?;
+    let len =
+        usize::try_from(declared).map_err(|_| io::Error::other("frame length overflows usize"))?;
     let mut body: Vec<u8> = Vec::with_capacity(len.min(INITIAL_READ_CHUNK));
     while body.len() < len {
         if body.len() == body.capacity() {
@@ -362,7 +364,11 @@ where
                 let fallback = self.oversize.as_ref().and_then(|f| f(got, max));
                 match fallback {
                     Some(small) => {
-                        tracing::warn!(len = got, max, "response over the limit; sent the fallback response");
+                        tracing::warn!(
+                            len = got,
+                            max,
+                            "response over the limit; sent the fallback response"
+                        );
                         encode_frame(&small, max)
                     }
                     None => Err(FrameError::TooLarge { got, max }),
@@ -393,7 +399,11 @@ where
         Ok(frame.and_then(|body| decode_body(&body)))
     }
 
-    async fn read_response<T>(&mut self, _: &Self::Protocol, io: &mut T) -> io::Result<Self::Response>
+    async fn read_response<T>(
+        &mut self,
+        _: &Self::Protocol,
+        io: &mut T,
+    ) -> io::Result<Self::Response>
     where
         T: AsyncRead + Unpin + Send,
     {
@@ -420,7 +430,8 @@ where
         T: AsyncWrite + Unpin + Send,
     {
         let req = req.map_err(FrameError::into_io)?;
-        let frame = encode_frame(&req, self.limits.max_request_bytes).map_err(FrameError::into_io)?;
+        let frame =
+            encode_frame(&req, self.limits.max_request_bytes).map_err(FrameError::into_io)?;
         // If the server stops reading (e.g. our request is over its limit) it answers
         // and resets the stream; the response may already be buffered, so remember the
         // error and still try to read the response.

@@ -98,7 +98,9 @@ pub enum NetError {
     },
     /// No response within the configured request timeout (the peer may or may not
     /// have processed the request).
-    #[error("no response within {0:?}: the request timed out (the node may still be working on it)")]
+    #[error(
+        "no response within {0:?}: the request timed out (the node may still be working on it)"
+    )]
     Timeout(Duration),
     /// The connection closed before the response arrived (the peer may or may not
     /// have processed the request).
@@ -165,7 +167,8 @@ where
     let rr_config = request_response::Config::default()
         .with_request_timeout(config.request_timeout)
         .with_max_concurrent_streams(config.max_concurrent_streams);
-    let behaviour = request_response::Behaviour::with_codec(codec, [(PROTOCOL, support)], rr_config);
+    let behaviour =
+        request_response::Behaviour::with_codec(codec, [(PROTOCOL, support)], rr_config);
     let idle = config.idle_connection_timeout;
     let max_streams = config.max_concurrent_streams;
     let swarm = SwarmBuilder::with_existing_identity(keypair)

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use dpor_proto::codec::{
-    decode_body, encode_frame, encoded_len, BodySkipped, Codec, FrameError, Limits, MAX_FRAME_BYTES, PROTOCOL,
+    decode_body, encode_frame, encoded_len, BodySkipped, Codec, FrameError, Limits,
+    MAX_FRAME_BYTES, PROTOCOL,
 };
 use futures::executor::block_on;
 use futures::io::Cursor;
@@ -26,12 +27,20 @@ struct Probe {
 
 impl Probe {
     fn new(data: Vec<u8>) -> Self {
-        Self { data, pos: 0, largest_buf: 0 }
+        Self {
+            data,
+            pos: 0,
+            largest_buf: 0,
+        }
     }
 }
 
 impl AsyncRead for Probe {
-    fn poll_read(mut self: Pin<&mut Self>, _: &mut Context<'_>, buf: &mut [u8]) -> Poll<std::io::Result<usize>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<std::io::Result<usize>> {
         self.largest_buf = self.largest_buf.max(buf.len());
         let n = buf.len().min(self.data.len() - self.pos);
         buf[..n].copy_from_slice(&self.data[self.pos..self.pos + n]);
@@ -72,7 +81,10 @@ fn protocol_name_and_defaults() {
     assert_eq!(PROTOCOL.as_ref(), "/dpor/1");
     assert_eq!(MAX_FRAME_BYTES, 8 * 1024 * 1024);
     let l = Limits::default();
-    assert_eq!((l.max_request_bytes, l.max_response_bytes), (MAX_FRAME_BYTES, MAX_FRAME_BYTES));
+    assert_eq!(
+        (l.max_request_bytes, l.max_response_bytes),
+        (MAX_FRAME_BYTES, MAX_FRAME_BYTES)
+    );
 }
 
 #[test]
@@ -84,13 +96,19 @@ fn request_and_response_round_trip() {
     let body_len = u32::from_be_bytes(bytes[..4].try_into().unwrap()) as usize;
     assert_eq!(body_len, bytes.len() - 4);
     assert_eq!(encoded_len(&Req::Echo(42)).unwrap(), body_len as u64);
-    assert_eq!(read_request(&mut C::default(), bytes), (Ok(Req::Echo(42)), 4 + body_len as u64));
+    assert_eq!(
+        read_request(&mut C::default(), bytes),
+        (Ok(Req::Echo(42)), 4 + body_len as u64)
+    );
 
     let mut out = Cursor::new(Vec::new());
     let blob = Resp::Blob(vec![7; 100_000]);
     block_on(codec.write_response(&PROTOCOL, &mut out, blob.clone())).unwrap();
     let mut io = Cursor::new(out.into_inner());
-    assert_eq!(block_on(C::default().read_response(&PROTOCOL, &mut io)).unwrap(), blob);
+    assert_eq!(
+        block_on(C::default().read_response(&PROTOCOL, &mut io)).unwrap(),
+        blob
+    );
 }
 
 #[test]
@@ -105,7 +123,10 @@ fn malformed_cbor_is_malformed() {
     let mut body = encode_frame(&Req::Echo(1), MAX_FRAME_BYTES).unwrap()[4..].to_vec();
     body.push(0);
     let (out, _) = read_request(&mut C::default(), frame(&body));
-    assert!(matches!(out, Err(FrameError::Malformed(ref m)) if m.contains("after")), "{out:?}");
+    assert!(
+        matches!(out, Err(FrameError::Malformed(ref m)) if m.contains("after")),
+        "{out:?}"
+    );
     // An empty body.
     let (out, _) = read_request(&mut C::default(), frame(&[]));
     assert!(matches!(out, Err(FrameError::Malformed(_))), "{out:?}");
@@ -118,15 +139,28 @@ fn huge_length_prefix_is_too_large_without_reading_or_allocating() {
     let mut codec = C::default();
     let mut probe = Probe::new(bytes);
     let out = block_on(codec.read_request(&PROTOCOL, &mut probe)).unwrap();
-    assert_eq!(out, Err(FrameError::TooLarge { got: 1 << 31, max: MAX_FRAME_BYTES }));
+    assert_eq!(
+        out,
+        Err(FrameError::TooLarge {
+            got: 1 << 31,
+            max: MAX_FRAME_BYTES
+        })
+    );
     assert_eq!(probe.pos, 4, "the body must not be read");
     assert_eq!(probe.largest_buf, 4, "no body buffer");
     // The response is still written, then the stream is failed so libp2p resets it.
     let mut out = Cursor::new(Vec::new());
-    let err = block_on(codec.write_response(&PROTOCOL, &mut out, Resp::Error("too large".into()))).unwrap_err();
-    assert!(err.get_ref().is_some_and(|e| e.is::<BodySkipped>()), "{err}");
+    let err = block_on(codec.write_response(&PROTOCOL, &mut out, Resp::Error("too large".into())))
+        .unwrap_err();
+    assert!(
+        err.get_ref().is_some_and(|e| e.is::<BodySkipped>()),
+        "{err}"
+    );
     let mut io = Cursor::new(out.into_inner());
-    assert_eq!(block_on(C::default().read_response(&PROTOCOL, &mut io)).unwrap(), Resp::Error("too large".into()));
+    assert_eq!(
+        block_on(C::default().read_response(&PROTOCOL, &mut io)).unwrap(),
+        Resp::Error("too large".into())
+    );
 }
 
 #[test]
@@ -136,8 +170,18 @@ fn declared_length_is_allocated_only_as_bytes_arrive() {
     bytes.extend_from_slice(&[0u8; 10]);
     let mut probe = Probe::new(bytes);
     let out = block_on(C::default().read_request(&PROTOCOL, &mut probe)).unwrap();
-    assert_eq!(out, Err(FrameError::Truncated { expected: MAX_FRAME_BYTES, got: 10 }));
-    assert!(probe.largest_buf <= 64 * 1024, "body buffer of {} bytes", probe.largest_buf);
+    assert_eq!(
+        out,
+        Err(FrameError::Truncated {
+            expected: MAX_FRAME_BYTES,
+            got: 10
+        })
+    );
+    assert!(
+        probe.largest_buf <= 64 * 1024,
+        "body buffer of {} bytes",
+        probe.largest_buf
+    );
 
     // A full 8 MiB body is read into buffers growing to exactly the declared length.
     let body = encode_frame(&Req::Blob(vec![5; 8 * 1024 * 1024 - 16]), MAX_FRAME_BYTES).unwrap();
@@ -145,77 +189,167 @@ fn declared_length_is_allocated_only_as_bytes_arrive() {
     let mut probe = Probe::new(body);
     let out = block_on(C::default().read_request(&PROTOCOL, &mut probe)).unwrap();
     assert!(matches!(out, Ok(Req::Blob(ref b)) if b.len() == 8 * 1024 * 1024 - 16));
-    assert!(probe.largest_buf <= declared / 2 + 1, "grows by doubling, never past {declared}");
+    assert!(
+        probe.largest_buf <= declared / 2 + 1,
+        "grows by doubling, never past {declared}"
+    );
 }
 
 #[test]
 fn limit_is_configurable_and_inclusive() {
     let body = encode_frame(&Req::Blob(vec![1; 1000]), MAX_FRAME_BYTES).unwrap();
     let len = (body.len() - 4) as u64;
-    let limits = |max| Limits { max_request_bytes: max, max_response_bytes: max };
+    let limits = |max| Limits {
+        max_request_bytes: max,
+        max_response_bytes: max,
+    };
     let (out, _) = read_request(&mut C::new(limits(len)), body.clone());
     assert_eq!(out, Ok(Req::Blob(vec![1; 1000])));
     let (out, _) = read_request(&mut C::new(limits(len - 1)), body);
-    assert_eq!(out, Err(FrameError::TooLarge { got: len, max: len - 1 }));
+    assert_eq!(
+        out,
+        Err(FrameError::TooLarge {
+            got: len,
+            max: len - 1
+        })
+    );
 }
 
 #[test]
 fn truncated_prefix_and_body() {
     let (out, _) = read_request(&mut C::default(), vec![0, 0]);
-    assert_eq!(out, Err(FrameError::Truncated { expected: 4, got: 2 }));
+    assert_eq!(
+        out,
+        Err(FrameError::Truncated {
+            expected: 4,
+            got: 2
+        })
+    );
     let (out, _) = read_request(&mut C::default(), vec![]);
-    assert_eq!(out, Err(FrameError::Truncated { expected: 4, got: 0 }));
+    assert_eq!(
+        out,
+        Err(FrameError::Truncated {
+            expected: 4,
+            got: 0
+        })
+    );
     let mut bytes = encode_frame(&Req::Blob(vec![9; 500]), MAX_FRAME_BYTES).unwrap();
     let full = bytes.len() as u64 - 4;
     bytes.truncate(200);
     let (out, _) = read_request(&mut C::default(), bytes);
-    assert_eq!(out, Err(FrameError::Truncated { expected: full, got: 196 }));
+    assert_eq!(
+        out,
+        Err(FrameError::Truncated {
+            expected: full,
+            got: 196
+        })
+    );
 }
 
 #[test]
 fn oversized_outbound_messages_are_sender_errors() {
-    let small = Limits { max_request_bytes: 100, max_response_bytes: 100 };
+    let small = Limits {
+        max_request_bytes: 100,
+        max_response_bytes: 100,
+    };
     let mut codec = C::new(small);
     let mut out = Cursor::new(Vec::new());
-    let err = block_on(codec.write_request(&PROTOCOL, &mut out, Ok(Req::Blob(vec![0; 200])))).unwrap_err();
-    assert!(matches!(FrameError::from_io(&err), Some(FrameError::TooLarge { max: 100, .. })), "{err}");
-    let err = block_on(codec.write_response(&PROTOCOL, &mut out, Resp::Blob(vec![0; 200]))).unwrap_err();
-    assert!(matches!(FrameError::from_io(&err), Some(FrameError::TooLarge { max: 100, .. })), "{err}");
+    let err = block_on(codec.write_request(&PROTOCOL, &mut out, Ok(Req::Blob(vec![0; 200]))))
+        .unwrap_err();
+    assert!(
+        matches!(
+            FrameError::from_io(&err),
+            Some(FrameError::TooLarge { max: 100, .. })
+        ),
+        "{err}"
+    );
+    let err =
+        block_on(codec.write_response(&PROTOCOL, &mut out, Resp::Blob(vec![0; 200]))).unwrap_err();
+    assert!(
+        matches!(
+            FrameError::from_io(&err),
+            Some(FrameError::TooLarge { max: 100, .. })
+        ),
+        "{err}"
+    );
     assert!(out.into_inner().is_empty(), "nothing is written");
 
     // With a fallback the server sends the fallback instead.
-    let mut codec = C::new(small).with_oversize_response(Arc::new(|len, max| Some(Resp::Error(format!("{len}>{max}")))));
+    let mut codec = C::new(small).with_oversize_response(Arc::new(|len, max| {
+        Some(Resp::Error(format!("{len}>{max}")))
+    }));
     let mut out = Cursor::new(Vec::new());
     block_on(codec.write_response(&PROTOCOL, &mut out, Resp::Blob(vec![0; 200]))).unwrap();
     let mut io = Cursor::new(out.into_inner());
     let got = block_on(C::new(small).read_response(&PROTOCOL, &mut io)).unwrap();
-    assert!(matches!(got, Resp::Error(ref m) if m.ends_with(">100")), "{got:?}");
+    assert!(
+        matches!(got, Resp::Error(ref m) if m.ends_with(">100")),
+        "{got:?}"
+    );
 }
 
 #[test]
 fn bad_responses_are_client_errors() {
-    let small = Limits { max_request_bytes: 100, max_response_bytes: 100 };
+    let small = Limits {
+        max_request_bytes: 100,
+        max_response_bytes: 100,
+    };
     let big = encode_frame(&Resp::Blob(vec![0; 200]), MAX_FRAME_BYTES).unwrap();
     let err = block_on(C::new(small).read_response(&PROTOCOL, &mut Cursor::new(big))).unwrap_err();
-    assert!(matches!(FrameError::from_io(&err), Some(FrameError::TooLarge { .. })), "{err}");
-    let err = block_on(C::default().read_response(&PROTOCOL, &mut Cursor::new(frame(&[0xff])))).unwrap_err();
-    assert!(matches!(FrameError::from_io(&err), Some(FrameError::Malformed(_))), "{err}");
-    let err = block_on(C::default().read_response(&PROTOCOL, &mut Cursor::new(vec![0, 0, 0, 9, 1]))).unwrap_err();
-    assert!(matches!(FrameError::from_io(&err), Some(FrameError::Truncated { expected: 9, got: 1 })), "{err}");
+    assert!(
+        matches!(FrameError::from_io(&err), Some(FrameError::TooLarge { .. })),
+        "{err}"
+    );
+    let err = block_on(C::default().read_response(&PROTOCOL, &mut Cursor::new(frame(&[0xff]))))
+        .unwrap_err();
+    assert!(
+        matches!(FrameError::from_io(&err), Some(FrameError::Malformed(_))),
+        "{err}"
+    );
+    let err =
+        block_on(C::default().read_response(&PROTOCOL, &mut Cursor::new(vec![0, 0, 0, 9, 1])))
+            .unwrap_err();
+    assert!(
+        matches!(
+            FrameError::from_io(&err),
+            Some(FrameError::Truncated {
+                expected: 9,
+                got: 1
+            })
+        ),
+        "{err}"
+    );
 }
 
 #[test]
 fn writing_an_err_request_fails() {
     let mut out = Cursor::new(Vec::new());
-    let err = block_on(C::default().write_request(&PROTOCOL, &mut out, Err(FrameError::Malformed("x".into()))));
+    let err = block_on(C::default().write_request(
+        &PROTOCOL,
+        &mut out,
+        Err(FrameError::Malformed("x".into())),
+    ));
     assert!(err.is_err());
 }
 
 #[test]
 fn frame_errors_read_clearly() {
-    let e = FrameError::TooLarge { got: 9 << 20, max: 8 << 20 };
-    assert_eq!(e.to_string(), "message too large: 9437184 bytes, the limit is 8388608 bytes");
-    assert_eq!(decode_body::<Req>(&[0xff]).unwrap_err().to_string().split(':').next(), Some("malformed message"));
+    let e = FrameError::TooLarge {
+        got: 9 << 20,
+        max: 8 << 20,
+    };
+    assert_eq!(
+        e.to_string(),
+        "message too large: 9437184 bytes, the limit is 8388608 bytes"
+    );
+    assert_eq!(
+        decode_body::<Req>(&[0xff])
+            .unwrap_err()
+            .to_string()
+            .split(':')
+            .next(),
+        Some("malformed message")
+    );
 }
 
 proptest! {

@@ -5,7 +5,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dpor_proto::codec::{FrameError, Limits, MAX_FRAME_BYTES};
-use dpor_proto::net::{load_or_create_keypair, serve, Client, Handler, NetConfig, NetError, PeerId, ServerHandle};
+use dpor_proto::net::{
+    load_or_create_keypair, serve, Client, Handler, NetConfig, NetError, PeerId, ServerHandle,
+};
 use libp2p::identity::Keypair;
 use serde::{Deserialize, Serialize};
 
@@ -67,20 +69,31 @@ impl Handler<Req, Resp> for TestHandler {
     }
 
     fn response_too_large(&self, len: u64, max: u64) -> Option<Resp> {
-        Some(Resp::Error(format!("response of {len} bytes over the limit of {max}")))
+        Some(Resp::Error(format!(
+            "response of {len} bytes over the limit of {max}"
+        )))
     }
 }
 
 async fn start(handler: Arc<TestHandler>) -> ServerHandle {
     let addr = "/ip4/127.0.0.1/tcp/0".parse().unwrap();
-    serve(Keypair::generate_ed25519(), addr, handler, NetConfig::default()).await.unwrap()
+    serve(
+        Keypair::generate_ed25519(),
+        addr,
+        handler,
+        NetConfig::default(),
+    )
+    .await
+    .unwrap()
 }
 
 async fn client<Q>(server: &ServerHandle, config: NetConfig) -> Client<Q, Resp>
 where
     Q: Serialize + serde::de::DeserializeOwned + Send + Sync + 'static,
 {
-    Client::connect(server.dial_addr().unwrap(), config).await.unwrap()
+    Client::connect(server.dial_addr().unwrap(), config)
+        .await
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -89,12 +102,20 @@ async fn round_trip_concurrency_and_a_7_mib_response() {
     let server = start(handler.clone()).await;
     let addrs = server.listen_addrs();
     assert!(!addrs.is_empty());
-    assert!(addrs[0].to_string().starts_with("/ip4/127.0.0.1/tcp/"), "{addrs:?}");
-    assert!(!addrs[0].to_string().ends_with("/tcp/0"), "the real port: {addrs:?}");
+    assert!(
+        addrs[0].to_string().starts_with("/ip4/127.0.0.1/tcp/"),
+        "{addrs:?}"
+    );
+    assert!(
+        !addrs[0].to_string().ends_with("/tcp/0"),
+        "the real port: {addrs:?}"
+    );
 
     // With the peer id, and without it (learnt from the handshake).
     let a: Client<Req, Resp> = client(&server, NetConfig::default()).await;
-    let b: Client<Req, Resp> = Client::connect(addrs[0].clone(), NetConfig::default()).await.unwrap();
+    let b: Client<Req, Resp> = Client::connect(addrs[0].clone(), NetConfig::default())
+        .await
+        .unwrap();
     assert_eq!(a.peer(), server.peer_id());
     assert_eq!(b.peer(), server.peer_id());
     assert_eq!(a.request(Req::Echo(7)).await.unwrap(), Resp::Echo(7));
@@ -103,7 +124,9 @@ async fn round_trip_concurrency_and_a_7_mib_response() {
     let mut tasks = Vec::new();
     for i in 0..200u64 {
         let c = if i % 2 == 0 { a.clone() } else { b.clone() };
-        tasks.push(tokio::spawn(async move { (i, c.request(Req::Echo(i)).await) }));
+        tasks.push(tokio::spawn(
+            async move { (i, c.request(Req::Echo(i)).await) },
+        ));
     }
     for t in tasks {
         let (i, r) = t.await.unwrap();
@@ -126,7 +149,10 @@ async fn oversized_request_gets_an_error_response_and_the_connection_is_kept() {
     let server = start(handler.clone()).await;
     // This client would send up to 16 MiB; the server accepts 8 MiB.
     let loose = NetConfig {
-        limits: Limits { max_request_bytes: 16 << 20, max_response_bytes: MAX_FRAME_BYTES },
+        limits: Limits {
+            max_request_bytes: 16 << 20,
+            max_response_bytes: MAX_FRAME_BYTES,
+        },
         ..NetConfig::default()
     };
     let c: Client<Req, Resp> = client(&server, loose).await;
@@ -142,19 +168,40 @@ async fn oversized_request_gets_an_error_response_and_the_connection_is_kept() {
     );
     // The same connection still works.
     assert_eq!(c.request(Req::Echo(3)).await.unwrap(), Resp::Echo(3));
-    assert_eq!(c.request(Req::Blob(vec![1; 1 << 20])).await.unwrap(), Resp::Echo(1 << 20));
+    assert_eq!(
+        c.request(Req::Blob(vec![1; 1 << 20])).await.unwrap(),
+        Resp::Echo(1 << 20)
+    );
     assert_eq!(c.connections_opened(), 1);
 
     // A client with the default limits refuses to send it at all.
     let strict: Client<Req, Resp> = client(&server, NetConfig::default()).await;
-    let err = strict.request(Req::Blob(vec![1; 9 << 20])).await.unwrap_err();
-    assert!(matches!(err, NetError::Frame(FrameError::TooLarge { max: MAX_FRAME_BYTES, .. })), "{err}");
-    assert!(err.to_string().contains("the limit is 8388608 bytes"), "{err}");
+    let err = strict
+        .request(Req::Blob(vec![1; 9 << 20]))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            NetError::Frame(FrameError::TooLarge {
+                max: MAX_FRAME_BYTES,
+                ..
+            })
+        ),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("the limit is 8388608 bytes"),
+        "{err}"
+    );
     assert_eq!(strict.request(Req::Echo(4)).await.unwrap(), Resp::Echo(4));
 
     // A response over the limit is replaced by the handler's fallback.
     let r = strict.request(Req::Big(9 << 20)).await.unwrap();
-    assert!(matches!(r, Resp::Error(ref m) if m.contains("over the limit")), "{r:?}");
+    assert!(
+        matches!(r, Resp::Error(ref m) if m.contains("over the limit")),
+        "{r:?}"
+    );
     assert_eq!(strict.request(Req::Echo(5)).await.unwrap(), Resp::Echo(5));
     assert_eq!(strict.connections_opened(), 1);
     server.shutdown().await;
@@ -166,8 +213,14 @@ async fn undecodable_request_gets_an_error_response_and_the_connection_is_kept()
     let server = start(handler.clone()).await;
     let c: Client<OtherReq, Resp> = client(&server, NetConfig::default()).await;
     let r = c.request(OtherReq::Garbage("x".into(), -1)).await.unwrap();
-    assert!(matches!(r, Resp::Error(ref m) if m.starts_with("malformed message")), "{r:?}");
-    assert!(matches!(handler.bad_requests.lock().unwrap().as_slice(), [FrameError::Malformed(_)]));
+    assert!(
+        matches!(r, Resp::Error(ref m) if m.starts_with("malformed message")),
+        "{r:?}"
+    );
+    assert!(matches!(
+        handler.bad_requests.lock().unwrap().as_slice(),
+        [FrameError::Malformed(_)]
+    ));
     assert_eq!(c.request(OtherReq::Echo(9)).await.unwrap(), Resp::Echo(9));
     assert_eq!(c.connections_opened(), 1);
     server.shutdown().await;
@@ -192,17 +245,26 @@ async fn a_slow_request_does_not_delay_another() {
     }
     let r = c.request(Req::Sleep(0, 2)).await.unwrap();
     done.lock().unwrap().push(r);
-    assert_eq!(*handler.log.lock().unwrap(), ["start 1", "start 2", "end 2"]);
+    assert_eq!(
+        *handler.log.lock().unwrap(),
+        ["start 1", "start 2", "end 2"]
+    );
     slow.await.unwrap();
     assert_eq!(*done.lock().unwrap(), [Resp::Done(2), Resp::Done(1)]);
-    assert_eq!(*handler.log.lock().unwrap(), ["start 1", "start 2", "end 2", "end 1"]);
+    assert_eq!(
+        *handler.log.lock().unwrap(),
+        ["start 1", "start 2", "end 2", "end 1"]
+    );
     server.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_that_is_never_answered_times_out() {
     let server = start(Arc::new(TestHandler::default())).await;
-    let config = NetConfig { request_timeout: Duration::from_millis(800), ..NetConfig::default() };
+    let config = NetConfig {
+        request_timeout: Duration::from_millis(800),
+        ..NetConfig::default()
+    };
     let c: Client<Req, Resp> = client(&server, config).await;
     let err = c.request(Req::Never).await.unwrap_err();
     assert!(matches!(err, NetError::Timeout(_)), "{err}");
@@ -215,17 +277,31 @@ async fn a_request_that_is_never_answered_times_out() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dial_failures_are_clear() {
     // Nothing listens there (bind, read the port, close).
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let addr = format!("/ip4/127.0.0.1/tcp/{port}").parse().unwrap();
-    let err = Client::<Req, Resp>::connect(addr, NetConfig::default()).await.unwrap_err();
+    let err = Client::<Req, Resp>::connect(addr, NetConfig::default())
+        .await
+        .unwrap_err();
     assert!(matches!(err, NetError::Dial { .. }), "{err}");
-    assert!(err.to_string().starts_with("could not connect to /ip4/127.0.0.1/tcp/"), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("could not connect to /ip4/127.0.0.1/tcp/"),
+        "{err}"
+    );
 
     // The right address with the wrong peer id.
     let server = start(Arc::new(TestHandler::default())).await;
     let wrong = PeerId::random();
-    let addr = server.listen_addrs()[0].clone().with(libp2p::multiaddr::Protocol::P2p(wrong));
-    let err = Client::<Req, Resp>::connect(addr, NetConfig::default()).await.unwrap_err();
+    let addr = server.listen_addrs()[0]
+        .clone()
+        .with(libp2p::multiaddr::Protocol::P2p(wrong));
+    let err = Client::<Req, Resp>::connect(addr, NetConfig::default())
+        .await
+        .unwrap_err();
     assert!(matches!(err, NetError::Dial { .. }), "{err}");
     server.shutdown().await;
 }
@@ -234,16 +310,26 @@ async fn dial_failures_are_clear() {
 async fn shutdown_and_drop_stop_the_server() {
     let server = start(Arc::new(TestHandler::default())).await;
     let addr = server.dial_addr().unwrap();
-    let c: Client<Req, Resp> = Client::connect(addr.clone(), NetConfig::default()).await.unwrap();
+    let c: Client<Req, Resp> = Client::connect(addr.clone(), NetConfig::default())
+        .await
+        .unwrap();
     server.shutdown().await;
     let err = c.request(Req::Echo(1)).await.unwrap_err();
-    assert!(matches!(err, NetError::ConnectionClosed | NetError::Dial { .. } | NetError::Io(_)), "{err}");
+    assert!(
+        matches!(
+            err,
+            NetError::ConnectionClosed | NetError::Dial { .. } | NetError::Io(_)
+        ),
+        "{err}"
+    );
 
     let server = start(Arc::new(TestHandler::default())).await;
     let addr = server.dial_addr().unwrap();
     drop(server);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(Client::<Req, Resp>::connect(addr, NetConfig::default()).await.is_err());
+    assert!(Client::<Req, Resp>::connect(addr, NetConfig::default())
+        .await
+        .is_err());
 }
 
 #[test]

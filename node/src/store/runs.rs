@@ -82,7 +82,7 @@ fn write_durable(path: &Path, data: &[u8]) -> Result<()> {
 pub(crate) fn write_run(dir: &Path, run: RunId, format: &BlockFormat, blocks: &[Fp]) -> Result<B256> {
     let width = format.width();
     let size = blocks.len() / width;
-    if size == 0 || !size.is_power_of_two() || blocks.len() % width != 0 {
+    if size == 0 || !size.is_power_of_two() || !blocks.len().is_multiple_of(width) {
         return Err(StoreError::Corrupt(format!("run {run} has {} elements", blocks.len())));
     }
     let mut bytes = Vec::with_capacity(size * format.coded_block_bytes());

@@ -77,12 +77,10 @@ impl Store {
     pub fn upload_blocks(&self, deal: u64, nonce: u64, start: u64, blocks: &[Vec<u8>], sealed_u: &[[u8; 32]]) -> Result<()> {
         let entry = self.deal(deal)?;
         let _op = lock(&entry.op);
-        let (mut meta, u_ok) = {
+        let mut meta = {
             let g = super::rlock(&entry.state);
-            let st = g.as_ref().ok_or(StoreError::UnknownDeal(deal))?;
-            (st.meta.clone(), ())
+            g.as_ref().ok_or(StoreError::UnknownDeal(deal))?.meta.clone()
         };
-        let _ = u_ok;
         let Phase::Uploading { received } = meta.phase else {
             return Err(StoreError::Phase(format!("deal {deal} is live: its upload is finished")));
         };

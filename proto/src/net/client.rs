@@ -94,14 +94,21 @@ where
             Protocol::P2p(id) => Some(id),
             _ => None,
         });
-        let transport_addr: Multiaddr = addr.iter().filter(|p| !matches!(p, Protocol::P2p(_))).collect();
+        let transport_addr: Multiaddr = addr
+            .iter()
+            .filter(|p| !matches!(p, Protocol::P2p(_)))
+            .collect();
         let dial_err = |reason: String| NetError::Dial {
             addr: addr.to_string(),
             reason,
         };
         let opts = match expected {
-            Some(peer) => DialOpts::peer_id(peer).addresses(vec![transport_addr.clone()]).build(),
-            None => DialOpts::unknown_peer_id().address(transport_addr.clone()).build(),
+            Some(peer) => DialOpts::peer_id(peer)
+                .addresses(vec![transport_addr.clone()])
+                .build(),
+            None => DialOpts::unknown_peer_id()
+                .address(transport_addr.clone())
+                .build(),
         };
         swarm.dial(opts).map_err(|e| dial_err(e.to_string()))?;
 
@@ -119,14 +126,22 @@ where
         };
         let peer = tokio::time::timeout(config.connect_timeout, established)
             .await
-            .map_err(|_| dial_err(format!("no connection within {:?}", config.connect_timeout)))??;
+            .map_err(|_| {
+                dial_err(format!("no connection within {:?}", config.connect_timeout))
+            })??;
         connections.fetch_add(1, Ordering::Relaxed);
         // Remembered for re-dialling after the connection idles out or drops.
         swarm.add_peer_address(peer, transport_addr);
         tracing::debug!(%peer, %addr, "connected");
 
         let (commands, rx) = mpsc::channel(64);
-        tokio::spawn(run(swarm, peer, rx, connections.clone(), config.request_timeout));
+        tokio::spawn(run(
+            swarm,
+            peer,
+            rx,
+            connections.clone(),
+            config.request_timeout,
+        ));
         Ok(Self {
             peer,
             local_peer,

@@ -32,9 +32,11 @@ pub fn load_or_create_keypair(path: &Path) -> Result<Keypair, NetError> {
                 .to_protobuf_encoding()
                 .map_err(|e| key_err(format!("cannot encode the new key: {e}")))?;
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                fs::create_dir_all(dir).map_err(|e| key_err(format!("cannot create its directory: {e}")))?;
+                fs::create_dir_all(dir)
+                    .map_err(|e| key_err(format!("cannot create its directory: {e}")))?;
             }
-            let mut file = create_private(path).map_err(|e| key_err(format!("cannot create: {e}")))?;
+            let mut file =
+                create_private(path).map_err(|e| key_err(format!("cannot create: {e}")))?;
             file.write_all(&bytes)
                 .and_then(|()| file.sync_all())
                 .map_err(|e| key_err(format!("cannot write: {e}")))?;

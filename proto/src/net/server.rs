@@ -102,14 +102,18 @@ where
 {
     let peer_id = keypair.public().to_peer_id();
     let fallback_handler = handler.clone();
-    let codec = Codec::<Req, Resp>::new(config.limits)
-        .with_oversize_response(Arc::new(move |len, max| fallback_handler.response_too_large(len, max)));
+    let codec =
+        Codec::<Req, Resp>::new(config.limits).with_oversize_response(Arc::new(move |len, max| {
+            fallback_handler.response_too_large(len, max)
+        }));
     let mut swarm = build_swarm(keypair, codec, ProtocolSupport::Inbound, &config)?;
     let listen_err = |reason: String| NetError::Listen {
         addr: listen.to_string(),
         reason,
     };
-    swarm.listen_on(listen.clone()).map_err(|e| listen_err(e.to_string()))?;
+    swarm
+        .listen_on(listen.clone())
+        .map_err(|e| listen_err(e.to_string()))?;
 
     // Wait for the first bound address (or the listener's failure).
     let mut addrs = Vec::new();
@@ -213,7 +217,11 @@ async fn run<Req, Resp, H>(
     tracing::info!(peer_id = %swarm.local_peer_id(), "dpor server stopped");
 }
 
-fn log_inbound_failure(peer: PeerId, request_id: libp2p::request_response::InboundRequestId, error: &InboundFailure) {
+fn log_inbound_failure(
+    peer: PeerId,
+    request_id: libp2p::request_response::InboundRequestId,
+    error: &InboundFailure,
+) {
     match error {
         InboundFailure::Io(e) if e.get_ref().is_some_and(|e| e.is::<BodySkipped>()) => {
             tracing::debug!(%peer, %request_id, "answered an oversized request; stream reset");

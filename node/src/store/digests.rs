@@ -1,0 +1,159 @@
+//! Digests and pins: co-signing checks a digest against the current state; the
+//! co-signed, posted and disputed digests pin their runs against garbage collection.
+//! Also the owner's σ̃ of run positions.
+
+use super::error::{Result, StoreError};
+use super::meta::{self, DealMeta};
+use super::{lock, wlock, Store};
+use alloy_primitives::U256;
+use dpor_core::digest::Digest;
+use dpor_core::state::RunId;
+
+/// Why `d` does not describe `m`'s current state, if it does not.
+fn mismatch(m: &DealMeta, d: &Digest) -> Option<String> {
+    if let Err(e) = d.validate() {
+        return Some(e.to_string());
+    }
+    let root_c = m.c.map(|(_, r)| r).unwrap_or_default();
+    let levels: Vec<_> = m.levels.iter().map(|(_, _, r)| *r).collect();
+    let checks = [
+        (d.dealId == U256::from(m.params.deal), "dealId"),
+        (d.numBlocks == m.num_blocks(), "numBlocks"),
+        (d.writeCount == m.write_count, "writeCount"),
+        (d.rebuildCount == m.rebuild_count, "rebuildCount"),
+        (d.rootU == m.root_u, "rootU"),
+        (d.rootC == root_c, "rootC"),
+        (d.levelRoots == levels, "levelRoots"),
+    ];
+    checks.iter().find(|(ok, _)| !ok).map(|(_, what)| format!("{what} differs from the current state"))
+}
+
+impl Store {
+    /// Runs `f` on a copy of the deal's record under its mutation lock; if `f`
+    /// returns a new record, commits it (with `batch`), installs it and collects
+    /// garbage.
+    fn update_meta(
+        &self,
+        deal: u64,
+        f: impl FnOnce(&DealMeta, &mut sled::Batch) -> Result<Option<DealMeta>>,
+    ) -> Result<()> {
+        let entry = self.deal(deal)?;
+        let _op = lock(&entry.op);
+        let mut g = wlock(&entry.state);
+        let st = g.as_mut().ok_or(StoreError::UnknownDeal(deal))?;
+        let mut batch = sled::Batch::default();
+        let Some(new) = f(&st.meta, &mut batch)? else {
+            return Ok(());
+        };
+        self.commit(&new, Some(&st.meta), batch)?;
+        st.meta = new;
+        self.gc(&st.meta, &st.dir, false);
+        Ok(())
+    }
+
+    /// Stores the owner's σ̃ of positions `start..start+len` of `run`, a run of the
+    /// current state.
+    ///
+    /// Errors: [`StoreError::UnknownDeal`], [`StoreError::Replay`],
+    /// [`StoreError::UnknownRun`] (not a current run), [`StoreError::Range`],
+    /// [`StoreError::Sled`].
+    pub fn store_sealed(&self, deal: u64, nonce: u64, run: RunId, start: u64, sealed: &[[u8; 32]]) -> Result<()> {
+        self.update_meta(deal, |m, batch| {
+            m.check_nonce(nonce)?;
+            let size = m
+                .current_runs()
+                .into_iter()
+                .find(|(id, _, _)| *id == run)
+                .map(|(_, size, _)| size)
+                .ok_or(StoreError::UnknownRun { deal, run })?;
+            if start.checked_add(sealed.len() as u64).is_none_or(|end| end > size) {
+                return Err(StoreError::Range(format!("{start}+{} is past {size}", sealed.len())));
+            }
+            self.ensure_space(64u64.saturating_mul(sealed.len() as u64))?;
+            for (p, s) in (start..).zip(sealed) {
+                batch.insert(&meta::sealed_key(deal, run, p)[..], &s[..]);
+            }
+            let mut new = m.clone();
+            new.last_nonce = Some(nonce);
+            Ok(Some(new))
+        })
+    }
+
+    /// Checks that `digest` describes the current state exactly (dealId, N, t,
+    /// rebuildCount, rootU, rootC, level roots) with a version above the last
+    /// co-signed one; on success it becomes the co-signed pin (persisted).
+    ///
+    /// Errors: [`StoreError::UnknownDeal`], [`StoreError::Phase`] while uploading,
+    /// [`StoreError::StaleVersion`], [`StoreError::DigestMismatch`].
+    pub fn check_cosign(&self, deal: u64, digest: &Digest) -> Result<()> {
+        self.update_meta(deal, |m, _| {
+            if m.c.is_none() {
+                return Err(StoreError::Phase(format!("deal {deal} is still uploading")));
+            }
+            if let Some(why) = mismatch(m, digest) {
+                return Err(StoreError::DigestMismatch(why));
+            }
+            if let Some(last) = &m.cosigned {
+                if digest.version <= last.version {
+                    return Err(StoreError::StaleVersion { got: digest.version, last: last.version });
+                }
+            }
+            let mut new = m.clone();
+            new.cosigned = Some(digest.clone());
+            Ok(Some(new))
+        })
+    }
+
+    /// Records the latest digest posted on chain (pinning its runs). A digest with a
+    /// version not above the recorded one is ignored.
+    ///
+    /// Errors: [`StoreError::UnknownDeal`], [`StoreError::DigestMismatch`] if it names
+    /// another deal or has a bad shape.
+    pub fn set_posted(&self, deal: u64, digest: &Digest) -> Result<()> {
+        self.update_meta(deal, |m, _| {
+            check_shape(deal, digest)?;
+            if m.posted.as_ref().is_some_and(|p| digest.version <= p.version) {
+                return Ok(None);
+            }
+            let mut new = m.clone();
+            new.posted = Some(digest.clone());
+            Ok(Some(new))
+        })
+    }
+
+    /// Pins the digest of open dispute `dispute` (replacing an earlier pin of it).
+    ///
+    /// Errors: as [`Store::set_posted`].
+    pub fn pin_dispute(&self, deal: u64, dispute: u64, digest: &Digest) -> Result<()> {
+        self.update_meta(deal, |m, _| {
+            check_shape(deal, digest)?;
+            let mut new = m.clone();
+            new.disputes.retain(|(id, _)| *id != dispute);
+            new.disputes.push((dispute, digest.clone()));
+            new.disputes.sort_by_key(|(id, _)| *id);
+            Ok(Some(new))
+        })
+    }
+
+    /// Drops the pin of dispute `dispute` (a no-op if there is none).
+    ///
+    /// Errors: [`StoreError::UnknownDeal`].
+    pub fn unpin_dispute(&self, deal: u64, dispute: u64) -> Result<()> {
+        self.update_meta(deal, |m, _| {
+            if !m.disputes.iter().any(|(id, _)| *id == dispute) {
+                return Ok(None);
+            }
+            let mut new = m.clone();
+            new.disputes.retain(|(id, _)| *id != dispute);
+            Ok(Some(new))
+        })
+    }
+}
+
+fn check_shape(deal: u64, d: &Digest) -> Result<()> {
+    d.validate().map_err(|e| StoreError::DigestMismatch(e.to_string()))?;
+    if d.dealId != U256::from(deal) {
+        return Err(StoreError::DigestMismatch(format!("digest is for deal {}, not {deal}", d.dealId)));
+    }
+    Ok(())
+}

@@ -1,0 +1,175 @@
+//! Reads (public): U blocks with their paths, coded blocks of any retained run with
+//! their run paths (from the stored tree, never rehashed), leaves and σ̃.
+
+use super::error::{Result, StoreError};
+use super::{runs, DealState, Store, MAX_READ_BYTES};
+use alloy_primitives::B256;
+use dpor_core::state::RunId;
+use std::path::PathBuf;
+
+/// Checks `start + count ≤ size` and `count·item_bytes ≤ MAX_READ_BYTES`.
+fn check_range(start: u64, count: u64, size: u64, item_bytes: u64) -> Result<()> {
+    if start.checked_add(count).is_none_or(|end| end > size) {
+        return Err(StoreError::Range(format!("{start}+{count} is past {size}")));
+    }
+    if count.saturating_mul(item_bytes) > MAX_READ_BYTES {
+        return Err(StoreError::Range(format!("{count} items exceed the {MAX_READ_BYTES}-byte read cap")));
+    }
+    Ok(())
+}
+
+impl DealState {
+    /// The size of a retained run (current or pinned) that has files here.
+    fn run_size(&self, run: RunId) -> Result<u64> {
+        self.meta
+            .retained_runs()
+            .into_iter()
+            .find(|(id, _, _)| *id == run)
+            .map(|(_, size, _)| size)
+            .ok_or(StoreError::UnknownRun { deal: self.meta.params.deal, run })
+    }
+
+    /// U blocks with a pending (committed, not yet applied) update overlaid.
+    fn u_blocks(&self, start: u64, count: u64) -> Result<Vec<Vec<u8>>> {
+        let mut out = self.u.read_blocks(start, count)?;
+        if let Some(p) = &self.meta.pending {
+            if p.index >= start && p.index < start + count {
+                out[(p.index - start) as usize] = p.block.clone();
+            }
+        }
+        Ok(out)
+    }
+
+    fn u_sealed(&self, start: u64, count: u64) -> Result<Vec<[u8; 32]>> {
+        let mut out = self.u.read_sealed(start, count)?;
+        if let Some(p) = &self.meta.pending {
+            if p.index >= start && p.index < start + count {
+                out[(p.index - start) as usize] = p.sealed;
+            }
+        }
+        Ok(out)
+    }
+
+    fn u_roots(&self, start: u64, count: u64) -> Result<Vec<B256>> {
+        let mut out = self.u.read_roots(start, count)?;
+        if let Some(p) = &self.meta.pending {
+            if p.index >= start && p.index < start + count {
+                out[(p.index - start) as usize] = dpor_core::merkle::block_root(&p.block);
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Store {
+    /// Read(i): U[i], σ̃_U(i) and the U-tree path of leaf i (siblings from the leaf
+    /// up), to check against the root U of a digest.
+    ///
+    /// Errors: [`StoreError::UnknownDeal`], [`StoreError::Phase`] while uploading,
+    /// [`StoreError::Index`], [`StoreError::Io`].
+    pub fn read(&self, deal: u64, index: u64) -> Result<(Vec<u8>, [u8; 32], Vec<B256>)> {
+        self.with_state(deal, |st| {
+            st.require_live()?;
+            let n = st.meta.num_blocks();
+            if index >= n {
+                return Err(StoreError::Index { index, num_blocks: n });
+            }
+            let tree = st.u_tree.as_ref().ok_or_else(|| StoreError::Corrupt(format!("deal {deal}: no U tree")))?;
+            let block = st.u_blocks(index, 1)?.pop().unwrap_or_default();
+            let sealed = st.u_sealed(index, 1)?.pop().unwrap_or_default();
+            Ok((block, sealed, tree.path(index)?))
+        })
+    }
+
+    /// U blocks `start..start+count` (β bytes each).
+    ///
+    /// Errors: [`StoreError::UnknownDeal`], [`StoreError::Phase`] while uploading,
+    /// [`StoreError::Range`], [`StoreError::Io`].
+    pub fn u_blocks(&self, deal: u64, start: u64, count: u64) -> Result<Vec<Vec<u8>>> {
+        self.with_state(deal, |st| {
+            st.require_live()?;
+            check_range(start, count, st.meta.num_blocks(), st.meta.params.block_bytes as u64)?;
+            st.u_blocks(start, count)
+        })
+    }
+
+    /// U leaves' contents `start..start+count`: (block root, σ̃_U) of each index.
+    ///
+    /// Errors: as [`Store::u_blocks`].
+    pub fn u_leaves(&self, deal: u64, start: u64, count: u64) -> Result<Vec<(B256, [u8; 32])>> {
+        self.with_state(deal, |st| {
+            st.require_live()?;
+            check_range(start, count, st.meta.num_blocks(), 64)?;
+            Ok(st.u_roots(start, count)?.into_iter().zip(st.u_sealed(start, count)?).collect())
+        })
+    }
+
+    /// Coded blocks of `run` (8s bytes each) at `positions`, each with its run-tree
+    /// path. `run` may be current or belong to a pinned digest.
+    ///
+    /// Errors: [`StoreError::UnknownDeal`], [`StoreError::UnknownRun`],
+    /// [`StoreError::Range`] (a position ≥ size, or too many), [`StoreError::Io`]
+    /// (e.g. the file was deleted behind the store's back).
+    pub fn coded(&self, deal: u64, run: RunId, positions: &[u64]) -> Result<Vec<(Vec<u8>, Vec<B256>)>> {
+        self.with_state(deal, |st| {
+            let size = st.run_size(run)?;
+            if let Some(p) = positions.iter().find(|p| **p >= size) {
+                return Err(StoreError::Range(format!("position {p} of a run of {size}")));
+            }
+            let cb = st.format.coded_block_bytes() as u64;
+            check_range(0, positions.len() as u64, u64::MAX, cb + 32 * 32)?;
+            let blocks = runs::read_positions(&st.dir, run, &st.format, positions)?;
+            let paths = runs::read_paths(&st.dir, run, size, positions)?;
+            Ok(blocks.into_iter().zip(paths).collect())
+        })
+    }
+
+    /// Coded blocks `start..start+count` of `run`, without paths.
+    ///
+    /// Errors: as [`Store::coded`].
+    pub fn coded_range(&self, deal: u64, run: RunId, start: u64, count: u64) -> Result<Vec<Vec<u8>>> {
+        self.with_state(deal, |st| {
+            let size = st.run_size(run)?;
+            check_range(start, count, size, st.format.coded_block_bytes() as u64)?;
+            runs::read_blocks(&st.dir, run, &st.format, start, count)
+        })
+    }
+
+    /// Run-tree leaves `start..start+count` of `run` (ENCODING §3 run leaves).
+    ///
+    /// Errors: as [`Store::coded`].
+    pub fn run_leaves(&self, deal: u64, run: RunId, start: u64, count: u64) -> Result<Vec<B256>> {
+        self.with_state(deal, |st| {
+            let size = st.run_size(run)?;
+            check_range(start, count, size, 32)?;
+            runs::read_leaves(&st.dir, run, start, count)
+        })
+    }
+
+    /// The owner's σ̃ of positions `start..start+count` of `run` (`None` where none
+    /// was stored).
+    ///
+    /// Errors: as [`Store::coded`], and [`StoreError::Sled`].
+    pub fn sealed(&self, deal: u64, run: RunId, start: u64, count: u64) -> Result<Vec<Option<[u8; 32]>>> {
+        self.with_state(deal, |st| {
+            let size = st.run_size(run)?;
+            check_range(start, count, size, 32)?;
+            (start..start + count)
+                .map(|p| {
+                    let v = self.db.get(super::meta::sealed_key(deal, run, p))?;
+                    Ok(v.and_then(|v| <[u8; 32]>::try_from(v.as_ref()).ok()))
+                })
+                .collect()
+        })
+    }
+
+    /// The path of `run`'s blocks file (for the demo's "delete blocks on disk").
+    ///
+    /// Errors: [`StoreError::UnknownDeal`], [`StoreError::UnknownRun`].
+    pub fn run_file(&self, deal: u64, run: RunId) -> Result<PathBuf> {
+        self.with_state(deal, |st| {
+            st.run_size(run)?;
+            Ok(runs::blocks_path(&st.dir, run))
+        })
+    }
+}

@@ -1,0 +1,96 @@
+//! Opening a store: load every deal record, re-apply pending U updates, rebuild the
+//! U trees, and delete what no record references (run files, `.tmp` files, σ̃
+//! entries, deal folders).
+
+use super::error::{Result, StoreError};
+use super::meta::{self, DealMeta, Phase};
+use super::u::UFiles;
+use super::{Deal, DealState, Store, StoreConfig};
+use dpor_core::block::BlockFormat;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+
+/// [`Store::open`].
+pub(crate) fn open(dir: &Path, config: StoreConfig) -> Result<Store> {
+    let deals_dir = dir.join("deals");
+    std::fs::create_dir_all(&deals_dir).map_err(|e| StoreError::io("create", &deals_dir, 0, e))?;
+    let db = sled::Config::new().path(dir.join("meta.sled")).open()?;
+    let store = Store { dir: dir.to_path_buf(), config, db, deals: RwLock::new(BTreeMap::new()) };
+    let mut metas = Vec::new();
+    for kv in store.db.scan_prefix([meta::DEAL_PREFIX]) {
+        let (_, v) = kv?;
+        metas.push(DealMeta::decode(&v)?);
+    }
+    let mut map = BTreeMap::new();
+    for m in metas {
+        let id = m.params.deal;
+        let st = store.recover_deal(m)?;
+        store.gc(&st.meta, &st.dir, true);
+        map.insert(id, Arc::new(Deal { op: Default::default(), state: RwLock::new(Some(st)) }));
+    }
+    // Deal folders without a record (a crash while a new deal's upload began).
+    if let Ok(entries) = std::fs::read_dir(&deals_dir) {
+        for e in entries.flatten() {
+            let known = e.file_name().to_str().and_then(|s| s.parse::<u64>().ok()).is_some_and(|id| map.contains_key(&id));
+            if !known {
+                if let Err(err) = std::fs::remove_dir_all(e.path()) {
+                    tracing::warn!(dir = %e.path().display(), "removing an orphan deal folder: {err}");
+                }
+            }
+        }
+    }
+    // σ̃ entries of deals without a record.
+    for kv in store.db.scan_prefix([meta::SEALED_PREFIX]) {
+        let (k, _) = kv?;
+        let deal = k.get(1..9).and_then(|b| <[u8; 8]>::try_from(b).ok()).map(u64::from_be_bytes);
+        if deal.is_none_or(|d| !map.contains_key(&d)) {
+            store.db.remove(k)?;
+        }
+    }
+    *super::wlock(&store.deals) = map;
+    store.db.flush()?;
+    Ok(store)
+}
+
+impl Store {
+    /// Brings one deal back: its U files, the pending update, the U tree.
+    fn recover_deal(&self, mut m: DealMeta) -> Result<DealState> {
+        let id = m.params.deal;
+        let dir = self.deal_dir(id);
+        std::fs::create_dir_all(&dir).map_err(|e| StoreError::io("create", &dir, 0, e))?;
+        let format = BlockFormat::new(m.params.block_bytes as usize)?;
+        let (n, beta) = (m.num_blocks(), m.params.block_bytes as u64);
+        let u = match m.phase {
+            Phase::Uploading { received } => match UFiles::open(&dir, n, beta) {
+                Ok(u) => u,
+                Err(_) => {
+                    // Files missing or of other sizes (a restart with new parameters
+                    // that crashed before committing): start the upload over.
+                    let u = UFiles::create(&dir, n, beta)?;
+                    if received != 0 {
+                        m.phase = Phase::Uploading { received: 0 };
+                        self.db.insert(meta::deal_key(id), m.encode())?;
+                    }
+                    u
+                }
+            },
+            Phase::Live => UFiles::open(&dir, n, beta)?,
+        };
+        let mut st = DealState { meta: m, format, dir, u, u_tree: None };
+        if st.meta.phase == Phase::Live {
+            self.finish_pending(&mut st)?;
+            let tree = st.u.tree(n)?;
+            if tree.root() != st.meta.root_u {
+                tracing::warn!(deal = id, "U files do not match the committed root U (damaged on disk?)");
+            }
+            st.u_tree = Some(tree);
+            for (run, _, _) in st.meta.current_runs() {
+                if !super::runs::blocks_path(&st.dir, run).exists() {
+                    tracing::warn!(deal = id, %run, "a live run's file is missing");
+                }
+            }
+        }
+        Ok(st)
+    }
+}

@@ -1,0 +1,145 @@
+//! Write(i, B) (§5.4): the rebuild on the server, committed as described in the
+//! module docs of [`super`].
+
+use super::error::{Result, StoreError};
+use super::meta::PendingU;
+use super::upload::read_u_chunked;
+use super::{lock, rlock, runs, wlock, DealState, Store, WriteOutcome};
+use dpor_core::merkle;
+use dpor_core::state::{u_records, write_step, RunId, WriteStep};
+use dpor_core::{code, RunTag};
+
+impl Store {
+    /// Write(i, B): sets U[i] = `block` with σ̃_U(i) = `sealed_u`, and runs HAdd (or,
+    /// on the N-th write since the last C-rebuild, CRebuild), exactly as
+    /// [`dpor_core::state::ServerState::write`]. Durable when it returns.
+    ///
+    /// Errors (changing nothing): [`StoreError::UnknownDeal`], [`StoreError::Phase`]
+    /// before the upload finished, [`StoreError::Replay`], [`StoreError::Index`],
+    /// [`StoreError::BlockSize`], [`StoreError::DiskFull`], [`StoreError::Io`],
+    /// [`StoreError::Corrupt`] if a consumed run file holds non-canonical elements.
+    pub fn write(&self, deal: u64, nonce: u64, index: u64, block: Vec<u8>, sealed_u: [u8; 32]) -> Result<WriteOutcome> {
+        let entry = self.deal(deal)?;
+        let _op = lock(&entry.op);
+        // A pending update whose application failed earlier is retried first.
+        self.apply_pending(&entry)?;
+        let g = rlock(&entry.state);
+        let st = g.as_ref().ok_or(StoreError::UnknownDeal(deal))?;
+        st.require_live()?;
+        let meta = &st.meta;
+        meta.check_nonce(nonce)?;
+        let n = meta.num_blocks();
+        if index >= n {
+            return Err(StoreError::Index { index, num_blocks: n });
+        }
+        let beta = meta.params.block_bytes as usize;
+        if block.len() != beta {
+            return Err(StoreError::BlockSize { got: block.len(), expected: beta });
+        }
+        let tree = st.u_tree.as_ref().ok_or_else(|| StoreError::Corrupt(format!("deal {deal}: no U tree")))?;
+        let step = write_step(meta.write_count, meta.log_blocks());
+        let built_at = meta.total_writes().saturating_add(1);
+        let (tag, size) = match step {
+            WriteStep::Level(l) => (RunTag::level(l), 2u64 << l),
+            WriteStep::CRebuild => (RunTag::C, 2 * n),
+        };
+        let run = RunId { tag, built_at };
+        self.ensure_space(runs::run_disk_bytes(&st.format, size).saturating_add(block.len() as u64))?;
+        let blocks = compute_run(st, step, index, &block)?;
+        let run_root = runs::write_run(&st.dir, run, &st.format, &blocks)?;
+        drop(blocks);
+
+        let leaf = merkle::u_leaf(index, &merkle::block_root(&block), &sealed_u);
+        let root_u = merkle::root_from_path(leaf, index, &tree.path(index)?);
+        let mut new = meta.clone();
+        new.last_nonce = Some(nonce);
+        new.root_u = root_u;
+        match step {
+            WriteStep::Level(l) => {
+                new.levels.retain(|(level, _, _)| *level > l);
+                new.levels.insert(0, (l, run, run_root));
+                new.write_count += 1;
+            }
+            WriteStep::CRebuild => {
+                new.levels.clear();
+                new.c = Some((run, run_root));
+                new.write_count = 0;
+                new.rebuild_count += 1;
+            }
+        }
+        new.pending = Some(PendingU { index, block, sealed: sealed_u });
+        drop(g);
+
+        let mut g = wlock(&entry.state);
+        let Some(st) = g.as_mut() else {
+            return Err(StoreError::UnknownDeal(deal));
+        };
+        if let Err(e) = self.commit(&new, Some(&st.meta), sled::Batch::default()) {
+            runs::remove_run(&st.dir, run);
+            return Err(e);
+        }
+        // Committed: from here the write is acknowledged.
+        st.meta = new;
+        if let Some(t) = st.u_tree.as_mut() {
+            t.set_leaf(index, leaf)?;
+        }
+        if let Err(e) = self.finish_pending(st) {
+            tracing::warn!(deal, "write committed, U files not yet updated (retried later): {e}");
+        }
+        self.gc(&st.meta, &st.dir, false);
+        Ok(WriteOutcome { step, run, run_root, root_u })
+    }
+
+    /// Applies and clears the deal's pending U update, if any.
+    pub(crate) fn apply_pending(&self, entry: &super::Deal) -> Result<()> {
+        let mut g = wlock(&entry.state);
+        match g.as_mut() {
+            Some(st) if st.meta.pending.is_some() => self.finish_pending(st),
+            _ => Ok(()),
+        }
+    }
+
+    /// Writes the pending update into U's files, then clears it in the record (not
+    /// flushed: if lost, it is re-applied on open, idempotently).
+    pub(crate) fn finish_pending(&self, st: &mut DealState) -> Result<()> {
+        let Some(p) = st.meta.pending.clone() else {
+            return Ok(());
+        };
+        st.u.write_range(p.index, std::slice::from_ref(&p.block), &[p.sealed])?;
+        let mut cleared = st.meta.clone();
+        cleared.pending = None;
+        self.db.insert(super::meta::deal_key(cleared.params.deal), cleared.encode())?;
+        st.meta = cleared;
+        Ok(())
+    }
+}
+
+/// The coded blocks of the run a write builds: HAdd from the consumed levels' files
+/// and the record, or CRebuild of U with U[index] = block.
+fn compute_run(st: &DealState, step: WriteStep, index: u64, block: &[u8]) -> Result<Vec<dpor_core::Fp>> {
+    let meta = &st.meta;
+    let width = st.format.width();
+    match step {
+        WriteStep::Level(l) => {
+            let record = st.format.record(index, block)?;
+            let mut consumed = Vec::with_capacity(l as usize);
+            for want in 0..l {
+                let Some((_, id, _)) = meta.levels.iter().find(|(level, _, _)| *level == want) else {
+                    return Err(StoreError::Corrupt(format!("deal {}: level {want} missing for t = {}", meta.params.deal, meta.write_count)));
+                };
+                consumed.push(runs::read_elements(&st.dir, *id, &st.format, 2u64 << want)?);
+            }
+            let refs: Vec<&[dpor_core::Fp]> = consumed.iter().map(|v| v.as_slice()).collect();
+            Ok(code::h_add(meta.write_count, meta.log_blocks(), &record, &refs, width)?)
+        }
+        WriteStep::CRebuild => {
+            let mut u = read_u_chunked(st, meta.num_blocks())?;
+            if let Some(slot) = u.get_mut(index as usize) {
+                *slot = block.to_vec();
+            }
+            let records = u_records(&st.format, &u)?;
+            drop(u);
+            Ok(code::c_rebuild(&records, meta.log_blocks(), width)?)
+        }
+    }
+}

@@ -1,0 +1,290 @@
+//! Shared harness of the end-to-end tests (`tests/e2e_*.rs`, included with
+//! `#[path = "e2e_harness/mod.rs"] mod harness;`; a subdirectory, so cargo does not
+//! build it as a test of its own).
+//!
+//! Every test starts REAL processes on loopback only: anvil with the contracts
+//! (`dpor_chain::Devnet`, killed on drop), the node binary `dpor-node` (killed on drop
+//! by [`NodeProc`]) and the CLI binary `dpor` (`CARGO_BIN_EXE_dpor`, one process per
+//! command, as a user would run it).
+//!
+//! **Finding the node binary.** Cargo sets `CARGO_BIN_EXE_<name>` only for binaries of
+//! the package under test (dpor-cli), not for other packages' binaries, and a
+//! dev-dependency on `dpor-node` builds its library, never its binary (that would need
+//! the unstable artifact dependencies, `-Z bindeps`). So [`node_bin`] asks cargo
+//! itself: once per test process it runs `$CARGO build -p dpor-node --bin dpor-node`
+//! with the profile the test was built with (the directory of `CARGO_BIN_EXE_dpor` is
+//! `debug` → `--profile test`, whose dependencies this very `cargo test` just built,
+//! so only the node binary compiles; `release` → `--release`), and takes the path of
+//! the executable from cargo's JSON messages, so it does not guess where the target
+//! directory is. Cargo has released the build lock by the time tests run. The
+//! dev-dependency on dpor-node stays: it makes `cargo test -p dpor-cli` fail to
+//! compile, early and clearly, when the node does not build. `DPOR_NODE_BIN`
+//! overrides all of this with a given binary.
+
+#![allow(dead_code)]
+
+use alloy_primitives::{Address, U256};
+use dpor_chain::{Devnet, Market, ANVIL_KEYS};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Anvil account of the provider (the node's key).
+pub const PROVIDER: usize = 1;
+/// Anvil account of the owner.
+pub const OWNER: usize = 2;
+/// Anvil account of the auditor / challenger.
+pub const AUDITOR: usize = 3;
+
+/// β in the tests.
+pub const BETA: usize = 4096;
+
+/// 10^18.
+pub fn e18(n: u64) -> U256 {
+    U256::from(n) * U256::from(10u64).pow(U256::from(18u64))
+}
+
+/// The `dpor-node` binary (see the module docs).
+pub fn node_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(p) = std::env::var_os("DPOR_NODE_BIN") {
+            return PathBuf::from(p);
+        }
+        let cli = PathBuf::from(env!("CARGO_BIN_EXE_dpor"));
+        let dir = cli.parent().map(Path::to_path_buf).unwrap_or_default();
+        let release = dir.file_name().is_some_and(|n| n == "release");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = std::process::Command::new(cargo);
+        cmd.args(["build", "-p", "dpor-node", "--bin", "dpor-node", "--message-format=json-render-diagnostics"]);
+        if release {
+            cmd.arg("--release");
+        } else {
+            cmd.args(["--profile", "test"]);
+        }
+        cmd.current_dir(env!("CARGO_MANIFEST_DIR")).stdout(Stdio::piped()).stderr(Stdio::inherit());
+        eprintln!("e2e: building the node binary: {cmd:?}");
+        let out = cmd.output().expect("cannot run cargo to build dpor-node");
+        assert!(out.status.success(), "cargo build -p dpor-node failed");
+        let exe = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "dpor-node")
+            .find_map(|m| m["executable"].as_str().map(PathBuf::from));
+        let exe = exe.unwrap_or_else(|| dir.join("dpor-node"));
+        assert!(exe.is_file(), "no node binary at {}", exe.display());
+        exe
+    })
+    .clone()
+}
+
+/// A child process killed (and reaped) on drop.
+pub struct Proc {
+    child: Option<std::process::Child>,
+    /// What it is, for messages.
+    pub name: String,
+}
+
+impl Proc {
+    /// Whether it is still running.
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// What a CLI run printed.
+#[derive(Debug)]
+pub struct CliRun {
+    /// Exit success.
+    pub ok: bool,
+    /// The first JSON line of stdout (`--json`), or Null.
+    pub json: serde_json::Value,
+    /// Stdout.
+    pub stdout: String,
+    /// Stderr.
+    pub stderr: String,
+}
+
+impl CliRun {
+    /// Panics with the output unless the command succeeded; returns the JSON.
+    pub fn expect_ok(self, what: &str) -> serde_json::Value {
+        assert!(self.ok, "{what} failed:\nstdout: {}\nstderr: {}", self.stdout, self.stderr);
+        self.json
+    }
+}
+
+/// One test's world: a chain with the contracts, a registered node, a work dir.
+pub struct World {
+    /// The node (dropped first: fields drop in order).
+    pub node: Proc,
+    /// The node's full multiaddr.
+    pub node_addr: String,
+    /// The chain.
+    pub dev: Devnet,
+    /// Files of this test (keys, owner state, node data).
+    pub dir: tempfile::TempDir,
+    /// The provider account.
+    pub provider: Address,
+}
+
+impl World {
+    /// Starts anvil (automine: a block per transaction; tests mine more with
+    /// `dev.mine`) with the contracts, funds the provider and starts the node, which
+    /// registers itself; returns once the provider is registered on chain.
+    pub async fn start() -> World {
+        let started = Instant::now();
+        let dev = Devnet::start(None).await.expect("devnet (is `npm install` done?)");
+        let dir = tempfile::tempdir().expect("tempdir");
+        for (i, k) in ANVIL_KEYS.iter().enumerate().take(5) {
+            std::fs::write(dir.path().join(format!("key{i}")), k).expect("key file");
+        }
+        let provider = dev.key(PROVIDER).address();
+        let p = dev.client(PROVIDER).await.expect("provider client");
+        p.mint(provider, e18(1_000_000)).await.expect("mint the provider's tokens");
+        let a = dev.client(AUDITOR).await.expect("auditor client");
+        a.mint(dev.key(AUDITOR).address(), e18(10_000)).await.expect("mint the auditor's tokens");
+
+        let addr_file = dir.path().join("node.addr");
+        let log = std::fs::File::create(dir.path().join("node.log")).expect("node log");
+        let child = std::process::Command::new(node_bin())
+            .args(["run", "--data-dir"])
+            .arg(dir.path().join("node"))
+            .args(["--listen", "/ip4/127.0.0.1/tcp/0", "--rpc-url", dev.rpc_url(), "--market"])
+            .arg(format!("{:?}", dev.market()))
+            .arg("--provider-key-file")
+            .arg(dir.path().join(format!("key{PROVIDER}")))
+            .arg("--addr-file")
+            .arg(&addr_file)
+            .args(["--poll-interval-ms", "200"])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("start dpor-node");
+        let mut node = Proc { child: Some(child), name: "dpor-node".into() };
+        let mut world_node_addr = String::new();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            assert!(node.alive(), "the node exited:\n{}", std::fs::read_to_string(dir.path().join("node.log")).unwrap_or_default());
+            if world_node_addr.is_empty() {
+                if let Ok(s) = std::fs::read_to_string(&addr_file) {
+                    world_node_addr = s.trim().to_string();
+                }
+            }
+            if !world_node_addr.is_empty() && p.get_provider(provider).await.map(|p| p.registered).unwrap_or(false) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the node did not register within 60 s");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        eprintln!("e2e: chain + node up in {:.1} s", started.elapsed().as_secs_f64());
+        World { node, node_addr: world_node_addr, dev, dir, provider }
+    }
+
+    /// A path in the work dir.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Runs `dpor --json ARGS` as anvil account `key` with this world's chain and the
+    /// owner state file `owner.json`.
+    pub async fn dpor(&self, key: usize, args: &[&str]) -> CliRun {
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_dpor"))
+            .arg("--json")
+            .args(args)
+            .env("DPOR_RPC_URL", self.dev.rpc_url())
+            .env("DPOR_MARKET", format!("{:?}", self.dev.market()))
+            .env("DPOR_KEY_FILE", self.path(&format!("key{key}")))
+            .env("DPOR_STATE", self.path("owner.json"))
+            .env_remove("DPOR_NODE")
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output()
+            .await
+            .expect("run dpor");
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        let json = stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with('{'))
+            .and_then(|l| serde_json::from_str(l).ok())
+            .unwrap_or(serde_json::Value::Null);
+        CliRun { ok: out.status.success(), json, stdout, stderr: String::from_utf8_lossy(&out.stderr).to_string() }
+    }
+
+    /// `dpor-node erase --data-dir … --deal D ARGS` (the node keeps running).
+    pub fn erase(&self, deal: u64, args: &[&str]) -> String {
+        let out = std::process::Command::new(node_bin())
+            .args(["erase", "--data-dir"])
+            .arg(self.path("node"))
+            .args(["--deal", &deal.to_string()])
+            .args(args)
+            .output()
+            .expect("run dpor-node erase");
+        assert!(out.status.success(), "dpor-node erase failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).to_string()
+    }
+
+    /// The node's log so far (for failure messages).
+    pub fn node_log(&self) -> String {
+        std::fs::read_to_string(self.path("node.log")).unwrap_or_default()
+    }
+
+    /// A chain client as anvil account `i`.
+    pub async fn client(&self, i: usize) -> Market {
+        self.dev.client(i).await.expect("chain client")
+    }
+
+    /// Writes `bytes` deterministic pseudo-random bytes to `name` and returns them.
+    pub fn make_file(&self, name: &str, bytes: usize, seed: u64) -> Vec<u8> {
+        let data = pseudo_random(bytes, seed);
+        std::fs::write(self.path(name), &data).expect("write the test file");
+        data
+    }
+
+    /// Opens a deal for `file` (λ = `lambda`, 2 samples per epoch, 100 epochs) as the
+    /// owner, waits for the node to accept it, uploads and posts digest v1. Returns the
+    /// deal id.
+    pub async fn open_and_upload(&self, file: &str, lambda: u32) -> u64 {
+        let path = self.path(file);
+        let path = path.to_str().expect("utf-8 path");
+        let j = self
+            .dpor(OWNER, &["deal", "open", "--provider", &format!("{:?}", self.provider), "--file", path, "--lambda", &lambda.to_string(), "--samples", "2", "--epochs", "100", "--mint"])
+            .await
+            .expect_ok("deal open");
+        let deal = j["deal"].as_u64().expect("deal id in the output");
+        self.dpor(OWNER, &["upload", path]).await.expect_ok("upload");
+        self.dpor(OWNER, &["checkpoint"]).await.expect_ok("checkpoint v1");
+        deal
+    }
+}
+
+/// Deterministic bytes (splitmix64).
+pub fn pseudo_random(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        out.extend_from_slice(&z.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// Runs `f` with a time limit (a hung process must fail the test, not the CI job).
+pub async fn within<F: std::future::Future<Output = T>, T>(secs: u64, f: F) -> T {
+    tokio::time::timeout(Duration::from_secs(secs), f).await.unwrap_or_else(|_| panic!("test exceeded {secs} s"))
+}
