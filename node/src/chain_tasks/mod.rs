@@ -1,63 +1,77 @@
-//! The node's chain agent (stub until the agent lands: registers nothing, proves nothing).
+//! The node's chain agent: a tokio task that keeps the provider's side of every deal
+//! going on chain (docs/CONTRACTS.md): registers the provider, accepts deals addressed
+//! to it, follows posted digests, proves each epoch, answers disputes and withdraws
+//! payments. It never exits or panics on a chain error: it logs and retries next tick.
+//!
+//! - [`prove`]: the pure part: which samples to prove, building and locally verifying
+//!   sample proofs from the node's runs (testable without a chain).
+//! - [`agent`]: [`ChainAgent`] and its loop; `deals`, `epochs`, `disputes`: its steps.
+
+pub mod agent;
+mod deals;
+mod disputes;
+mod epochs;
+pub mod prove;
+
+pub use agent::ChainAgent;
 
 use alloy_primitives::B256;
 use dpor_core::digest::Digest;
-use std::sync::Arc;
 use std::time::Duration;
 
-/// What the agent needs from the node's storage.
+/// What the agent needs from the node's storage (implemented by the node over
+/// `store`, and by in-memory fakes in tests).
 pub trait NodeRuns: Send + Sync + 'static {
-    /// Coded block `position` of run `run` and its run path.
+    /// Coded block `position` of run `run` (8·s bytes) and its run path (log2 run
+    /// size hashes, leaf to root), from the node's disk.
     fn coded_block(&self, deal: u64, run: dpor_core::RunId, position: u64) -> anyhow::Result<(Vec<u8>, Vec<B256>)>;
-    /// A digest was posted.
+    /// A digest for `deal` was posted on chain: its runs must be kept.
     fn digest_posted(&self, deal: u64, digest: &Digest) -> anyhow::Result<()>;
-    /// A dispute opened.
+    /// A dispute against `digest` opened: its runs must be kept until it closes.
     fn dispute_opened(&self, deal: u64, dispute: u64, digest: &Digest) -> anyhow::Result<()>;
-    /// A dispute closed.
+    /// The dispute closed (answered or slashed): its runs may be released.
     fn dispute_closed(&self, deal: u64, dispute: u64) -> anyhow::Result<()>;
 }
 
-/// Registration terms.
+/// The terms the agent registers the provider with if it is not registered yet.
+/// Amounts in token base units (wei).
 #[derive(Debug, Clone, Default)]
 pub struct Registration {
-    /// Peer id bytes.
+    /// libp2p peer id (multihash bytes).
     pub peer_id: Vec<u8>,
-    /// Multiaddrs.
+    /// libp2p multiaddrs owners and auditors dial, as text.
     pub multiaddrs: Vec<String>,
-    /// Price.
+    /// Asking price per block per epoch, wei.
     pub price_per_block_epoch: u128,
-    /// Collateral per block.
+    /// Collateral locked per block of an accepted deal, wei.
     pub collateral_per_block: u128,
-    /// Capacity.
+    /// Data blocks the provider holds at most across all deals.
     pub capacity_blocks: u64,
-    /// Stake.
+    /// Stake deposited at registration, wei (≥ the market's `minStake`). The tokens
+    /// must be in the provider's account already (minted by whoever runs the node).
     pub stake: u128,
 }
 
 /// Agent settings.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct AgentConfig {
-    /// Poll interval.
+    /// Time between ticks (one pass over registration, deals, epochs, disputes,
+    /// payments). Should be well below the block time × `epochBlocks`.
     pub poll_interval: Duration,
-    /// Accept deals.
+    /// Accept `Open` deals addressed to this provider (locking their collateral).
     pub auto_accept: bool,
-    /// Withdraw.
-    pub withdraw: bool,
-    /// Register.
+    /// Register with these terms if not registered.
     pub register: Option<Registration>,
+    /// Withdraw owed payments whenever `owed > 0`.
+    pub withdraw: bool,
+    /// First block to scan for events (deals, digests, disputes); the market's deploy
+    /// block is enough, 0 scans the whole chain.
+    pub from_block: u64,
 }
 
-/// The agent.
-pub struct ChainAgent;
-
-impl ChainAgent {
-    /// A new agent.
-    pub fn new(_market: dpor_chain::Market, _runs: Arc<dyn NodeRuns>, _config: AgentConfig) -> Self {
-        ChainAgent
-    }
-
-    /// Runs until shutdown.
-    pub async fn run(self, mut shutdown: tokio::sync::watch::Receiver<bool>) {
-        let _ = shutdown.changed().await;
+impl Default for AgentConfig {
+    /// 1 s ticks, auto-accept and withdraw on, no registration, scan from block 0.
+    fn default() -> Self {
+        Self { poll_interval: Duration::from_secs(1), auto_accept: true, register: None, withdraw: true, from_block: 0 }
     }
 }

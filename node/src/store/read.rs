@@ -34,7 +34,9 @@ impl DealState {
         let mut out = self.u.read_blocks(start, count)?;
         if let Some(p) = &self.meta.pending {
             if p.index >= start && p.index < start + count {
-                out[(p.index - start) as usize] = p.block.clone();
+                if let Some(slot) = out.get_mut((p.index - start) as usize) {
+                    *slot = p.block.clone();
+                }
             }
         }
         Ok(out)
@@ -44,7 +46,9 @@ impl DealState {
         let mut out = self.u.read_sealed(start, count)?;
         if let Some(p) = &self.meta.pending {
             if p.index >= start && p.index < start + count {
-                out[(p.index - start) as usize] = p.sealed;
+                if let Some(slot) = out.get_mut((p.index - start) as usize) {
+                    *slot = p.sealed;
+                }
             }
         }
         Ok(out)
@@ -54,7 +58,9 @@ impl DealState {
         let mut out = self.u.read_roots(start, count)?;
         if let Some(p) = &self.meta.pending {
             if p.index >= start && p.index < start + count {
-                out[(p.index - start) as usize] = dpor_core::merkle::block_root(&p.block);
+                if let Some(slot) = out.get_mut((p.index - start) as usize) {
+                    *slot = dpor_core::merkle::block_root(&p.block);
+                }
             }
         }
         Ok(out)

@@ -191,12 +191,14 @@ pub(crate) fn revert_name(e: &anyhow::Error) -> Option<String> {
         .and_then(|c| c.revert_name().map(str::to_string))
 }
 
-/// Token base units (wei, 18 decimals) as a decimal number of tokens, for people.
+/// Token base units (wei, 18 decimals) as a decimal number of tokens, for people:
+/// every significant decimal, trailing zeros trimmed (`100.0`, `0.0000107`).
 pub(crate) fn tokens(wei: alloy_primitives::U256) -> String {
     let unit = alloy_primitives::U256::from(10u64).pow(alloy_primitives::U256::from(18u64));
     let whole = wei / unit;
-    let frac = (wei % unit) / alloy_primitives::U256::from(10u64).pow(alloy_primitives::U256::from(14u64));
-    format!("{whole}.{:04}", frac.to::<u64>())
+    let frac = format!("{:018}", (wei % unit).to::<u64>());
+    let frac = frac.trim_end_matches('0');
+    format!("{whole}.{}", if frac.is_empty() { "0" } else { frac })
 }
 
 #[cfg(test)]
@@ -205,10 +207,12 @@ mod tests {
     use alloy_primitives::U256;
 
     #[test]
-    fn tokens_print_with_four_decimals() {
-        assert_eq!(tokens(U256::from(0u64)), "0.0000");
-        assert_eq!(tokens(U256::from(1_500_000_000_000_000_000u128)), "1.5000");
-        assert_eq!(tokens(U256::from(100u64) * U256::from(10u64).pow(U256::from(18u64))), "100.0000");
+    fn tokens_print_every_significant_decimal() {
+        assert_eq!(tokens(U256::from(0u64)), "0.0");
+        assert_eq!(tokens(U256::from(1_500_000_000_000_000_000u128)), "1.5");
+        assert_eq!(tokens(U256::from(100u64) * U256::from(10u64).pow(U256::from(18u64))), "100.0");
+        assert_eq!(tokens(U256::from(10_700_000_000_000u64)), "0.0000107");
+        assert_eq!(tokens(U256::from(1u64)), "0.000000000000000001");
     }
 
     #[test]

@@ -20,6 +20,11 @@
 //! dev-dependency on dpor-node stays: it makes `cargo test -p dpor-cli` fail to
 //! compile, early and clearly, when the node does not build. `DPOR_NODE_BIN`
 //! overrides all of this with a given binary.
+//!
+//! **`DPOR_E2E_HAND_PROVIDER=1`** (off by default): the harness does the provider's
+//! chain part itself (registers the node's addresses and accepts each deal with the
+//! provider key) for running these tests against a node whose chain agent is not
+//! there yet. Normal runs leave all of it to the node, as the tests intend.
 
 #![allow(dead_code)]
 
@@ -172,6 +177,7 @@ impl World {
             .spawn()
             .expect("start dpor-node");
         let mut node = Proc { child: Some(child), name: "dpor-node".into() };
+        let by_hand = hand_provider();
         let mut world_node_addr = String::new();
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
@@ -180,6 +186,13 @@ impl World {
                 if let Ok(s) = std::fs::read_to_string(&addr_file) {
                     world_node_addr = s.trim().to_string();
                 }
+            }
+            if by_hand && !world_node_addr.is_empty() {
+                p.ensure_allowance(e18(1_000_000)).await.expect("approve");
+                p.register(vec![0], vec![world_node_addr.clone()], 1_000_000_000_000, 2_000_000_000_000, 1 << 24, e18(1000))
+                    .await
+                    .expect("register by hand");
+                break;
             }
             if !world_node_addr.is_empty() && p.get_provider(provider).await.map(|p| p.registered).unwrap_or(false) {
                 break;
@@ -262,10 +275,18 @@ impl World {
             .await
             .expect_ok("deal open");
         let deal = j["deal"].as_u64().expect("deal id in the output");
+        if hand_provider() {
+            self.client(PROVIDER).await.accept_deal(deal).await.expect("accept by hand");
+        }
         self.dpor(OWNER, &["upload", path]).await.expect_ok("upload");
         self.dpor(OWNER, &["checkpoint"]).await.expect_ok("checkpoint v1");
         deal
     }
+}
+
+/// Whether the harness stands in for the node's chain agent (see the module docs).
+pub fn hand_provider() -> bool {
+    std::env::var("DPOR_E2E_HAND_PROVIDER").is_ok_and(|v| v == "1")
 }
 
 /// Deterministic bytes (splitmix64).
