@@ -187,12 +187,13 @@ impl World {
                     world_node_addr = s.trim().to_string();
                 }
             }
-            if by_hand && !world_node_addr.is_empty() {
+            if by_hand && !world_node_addr.is_empty() && Instant::now() + Duration::from_secs(50) > deadline {
                 p.ensure_allowance(e18(1_000_000)).await.expect("approve");
-                p.register(vec![0], vec![world_node_addr.clone()], 1_000_000_000_000, 2_000_000_000_000, 1 << 24, e18(1000))
-                    .await
-                    .expect("register by hand");
-                break;
+                match p.register(vec![0], vec![world_node_addr.clone()], 1_000_000_000_000, 2_000_000_000_000, 1 << 24, e18(1000)).await {
+                    Ok(_) => break,
+                    Err(e) if e.revert_name() == Some("AlreadyRegistered") => break,
+                    Err(e) => panic!("register by hand: {e}"),
+                }
             }
             if !world_node_addr.is_empty() && p.get_provider(provider).await.map(|p| p.registered).unwrap_or(false) {
                 break;
@@ -276,7 +277,12 @@ impl World {
             .expect_ok("deal open");
         let deal = j["deal"].as_u64().expect("deal id in the output");
         if hand_provider() {
-            self.client(PROVIDER).await.accept_deal(deal).await.expect("accept by hand");
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            match self.client(PROVIDER).await.accept_deal(deal).await {
+                Ok(_) => {}
+                Err(e) if e.revert_name() == Some("WrongDealState") => {} // the node accepted it
+                Err(e) => panic!("accept by hand: {e}"),
+            }
         }
         self.dpor(OWNER, &["upload", path]).await.expect_ok("upload");
         self.dpor(OWNER, &["checkpoint"]).await.expect_ok("checkpoint v1");

@@ -1,0 +1,164 @@
+//! [`ChainAgent`]: its memory and its loop. Each tick runs the steps in order
+//! (registration, deals and digests, epoch proofs, disputes, withdrawal); a step that
+//! fails logs and is retried next tick.
+
+use super::{AgentConfig, NodeRuns};
+use alloy_primitives::{Address, B256};
+use dpor_chain::{DealInfo, Market};
+use dpor_core::digest::Digest;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+/// What the agent remembers about one of its deals.
+#[derive(Debug, Default)]
+pub(crate) struct DealTrack {
+    /// Latest `getDeal` (refreshed each tick).
+    pub(crate) info: Option<DealInfo>,
+    /// Next block to scan this deal's `DigestPosted` / `DisputeOpened` logs from.
+    pub(crate) cursor: u64,
+    /// Epochs settled, proven by us, or given up (data lost): not tried again.
+    pub(crate) done_epochs: BTreeSet<u64>,
+}
+
+/// What the agent remembers about a dispute on one of its deals.
+#[derive(Debug)]
+pub(crate) struct DisputeTrack {
+    pub(crate) deal: u64,
+    pub(crate) digest_hash: B256,
+    pub(crate) run_tag: u8,
+    pub(crate) position: u64,
+    pub(crate) chunk_index: u32,
+    pub(crate) deadline: u64,
+    /// `NodeRuns::dispute_opened` was called.
+    pub(crate) pinned: bool,
+    /// The data is lost: no answer will be sent.
+    pub(crate) gave_up: bool,
+    /// `NodeRuns::dispute_closed` was called: nothing left to do.
+    pub(crate) closed: bool,
+}
+
+/// The provider's chain agent (see the module docs of `chain_tasks`).
+pub struct ChainAgent {
+    pub(crate) market: Market,
+    pub(crate) runs: Arc<dyn NodeRuns>,
+    pub(crate) config: AgentConfig,
+    pub(crate) registered: bool,
+    /// Next block to scan `DealOpened` logs from.
+    pub(crate) deal_cursor: u64,
+    pub(crate) deals: BTreeMap<u64, DealTrack>,
+    /// Every digest preimage seen in `DigestPosted` logs of our deals, by hash.
+    pub(crate) digests: HashMap<B256, Digest>,
+    pub(crate) disputes: BTreeMap<u64, DisputeTrack>,
+    pub(crate) epoch_blocks: Option<u64>,
+    warned_no_signer: bool,
+}
+
+impl ChainAgent {
+    /// An agent acting for `market`'s signer (the provider account), reading blocks
+    /// through `runs`. Nothing happens until [`ChainAgent::run`].
+    pub fn new(market: Market, runs: Arc<dyn NodeRuns>, config: AgentConfig) -> Self {
+        let from = config.from_block;
+        Self {
+            market,
+            runs,
+            config,
+            registered: false,
+            deal_cursor: from,
+            deals: BTreeMap::new(),
+            digests: HashMap::new(),
+            disputes: BTreeMap::new(),
+            epoch_blocks: None,
+            warned_no_signer: false,
+        }
+    }
+
+    /// Runs ticks every `poll_interval` until `shutdown` becomes true (or its sender is
+    /// dropped). Never returns early on chain errors and never panics on them.
+    pub async fn run(mut self, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+        tracing::info!(market = %self.market.address(), account = ?self.market.account(), "chain agent started");
+        loop {
+            if *shutdown.borrow() {
+                break;
+            }
+            self.tick().await;
+            tokio::select! {
+                _ = tokio::time::sleep(self.config.poll_interval) => {}
+                changed = shutdown.changed() => {
+                    if changed.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        tracing::info!("chain agent stopped");
+    }
+
+    /// One pass over every step.
+    pub async fn tick(&mut self) {
+        let Some(me) = self.market.account() else {
+            if !self.warned_no_signer {
+                tracing::error!("the chain agent needs the provider's key; it will do nothing");
+                self.warned_no_signer = true;
+            }
+            return;
+        };
+        if let Err(e) = self.ensure_registered(me).await {
+            tracing::warn!(error = %e, "registration failed; retrying next tick");
+            return;
+        }
+        let block = match self.market.block_number().await {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the block number");
+                return;
+            }
+        };
+        if self.epoch_blocks.is_none() {
+            match self.market.epoch_blocks().await {
+                Ok(eb) => self.epoch_blocks = Some(eb),
+                Err(e) => tracing::warn!(error = %e, "cannot read epochBlocks"),
+            }
+        }
+        self.scan_deals(me, block).await;
+        let ids: Vec<u64> = self.deals.keys().copied().collect();
+        for id in ids {
+            self.step_deal(me, id, block).await;
+        }
+        self.step_disputes(block).await;
+        if self.config.withdraw {
+            self.step_withdraw(me).await;
+        }
+    }
+
+    /// The digest preimage with `hash` on `deal`: from memory, else from the logs.
+    pub(crate) async fn digest_for(&mut self, deal: u64, hash: B256) -> Option<Digest> {
+        if let Some(d) = self.digests.get(&hash) {
+            return Some(d.clone());
+        }
+        match self.market.digest_by_hash(deal, hash, self.config.from_block).await {
+            Ok(Some(d)) => {
+                self.digests.insert(hash, d.clone());
+                Some(d)
+            }
+            Ok(None) => {
+                tracing::warn!(deal, %hash, "no DigestPosted log for this digest hash");
+                None
+            }
+            Err(e) => {
+                tracing::warn!(deal, error = %e, "cannot read DigestPosted logs");
+                None
+            }
+        }
+    }
+
+    async fn step_withdraw(&mut self, me: Address) {
+        match self.market.owed(me).await {
+            Ok(o) if !o.is_zero() => match self.market.withdraw().await {
+                Ok(amount) => tracing::info!(%amount, "withdrew payments (wei)"),
+                Err(e) => tracing::warn!(error = %e, "withdraw failed"),
+            },
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot read owed"),
+        }
+    }
+}

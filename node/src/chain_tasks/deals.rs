@@ -1,0 +1,147 @@
+//! Agent steps: registering the provider, discovering and accepting its deals,
+//! following their digests.
+
+use super::agent::{ChainAgent, DealTrack, DisputeTrack};
+use alloy_primitives::{Address, U256};
+use dpor_chain::{ChainError, DealState};
+
+impl ChainAgent {
+    /// Registers with `config.register` if the account is not a provider yet
+    /// (approving the stake first). Without terms, only checks (and logs) once.
+    pub(crate) async fn ensure_registered(&mut self, me: Address) -> Result<(), ChainError> {
+        if self.registered {
+            return Ok(());
+        }
+        if self.market.get_provider(me).await?.registered {
+            self.registered = true;
+            return Ok(());
+        }
+        let Some(r) = self.config.register.clone() else {
+            tracing::warn!(%me, "not registered as a provider and no registration terms given");
+            self.registered = true; // nothing to do; deals can still be followed
+            return Ok(());
+        };
+        let stake = U256::from(r.stake);
+        self.market.ensure_allowance(stake).await?;
+        self.market
+            .register(r.peer_id, r.multiaddrs, r.price_per_block_epoch, r.collateral_per_block, r.capacity_blocks, stake)
+            .await?;
+        tracing::info!(%me, stake = r.stake, "registered as a provider");
+        self.registered = true;
+        Ok(())
+    }
+
+    /// New `DealOpened` logs addressed to us become tracked deals.
+    pub(crate) async fn scan_deals(&mut self, me: Address, block: u64) {
+        if block < self.deal_cursor {
+            return;
+        }
+        match self.market.deals_for_provider(me, self.deal_cursor).await {
+            Ok(evs) => {
+                for ev in evs {
+                    self.deals.entry(ev.deal_id).or_insert_with(|| {
+                        tracing::info!(deal = ev.deal_id, owner = %ev.owner, blocks = ev.num_blocks, "deal opened with us");
+                        DealTrack { cursor: self.config.from_block, ..DealTrack::default() }
+                    });
+                }
+                self.deal_cursor = block + 1;
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot read DealOpened logs"),
+        }
+    }
+
+    /// One deal: refresh it, accept it if Open, follow its digests and disputes,
+    /// prove the current epoch.
+    pub(crate) async fn step_deal(&mut self, me: Address, id: u64, block: u64) {
+        let info = match self.market.get_deal(id).await {
+            Ok(i) => i,
+            Err(e) => {
+                tracing::warn!(deal = id, error = %e, "cannot read the deal");
+                return;
+            }
+        };
+        if info.provider != me {
+            return;
+        }
+        let state = info.state;
+        if let Some(t) = self.deals.get_mut(&id) {
+            t.info = Some(info.clone());
+        }
+        match state {
+            DealState::Open if self.config.auto_accept => self.accept(id, info.collateral).await,
+            DealState::Active => {
+                self.scan_deal_logs(id, block).await;
+                self.step_epoch(id, &info, block).await;
+            }
+            DealState::Completed | DealState::Terminated => {
+                // late disputes can still be open on a terminated deal's logs; keep scanning
+                self.scan_deal_logs(id, block).await;
+            }
+            _ => {}
+        }
+    }
+
+    async fn accept(&mut self, id: u64, collateral: u128) {
+        if let Err(e) = self.market.ensure_allowance(U256::from(collateral)).await {
+            tracing::warn!(deal = id, error = %e, "cannot approve the collateral");
+            return;
+        }
+        match self.market.accept_deal(id).await {
+            Ok(at) => tracing::info!(deal = id, accepted_at = at, collateral, "accepted the deal"),
+            Err(e) => tracing::warn!(deal = id, error = %e, "acceptDeal failed"),
+        }
+    }
+
+    /// New `DigestPosted` (→ `NodeRuns::digest_posted`) and `DisputeOpened` logs of `id`.
+    async fn scan_deal_logs(&mut self, id: u64, block: u64) {
+        let Some(from) = self.deals.get(&id).map(|t| t.cursor) else { return };
+        if block < from {
+            return;
+        }
+        let digests = match self.market.digests(id, from).await {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::warn!(deal = id, error = %e, "cannot read DigestPosted logs");
+                return;
+            }
+        };
+        for p in digests {
+            if self.digests.contains_key(&p.hash) {
+                continue;
+            }
+            if let Err(e) = self.runs.digest_posted(id, &p.digest) {
+                tracing::error!(deal = id, version = p.digest.version, error = %e, "the store refused a posted digest");
+                return; // retried next tick: the cursor does not move
+            }
+            tracing::info!(deal = id, version = p.digest.version, hash = %p.hash, "digest posted");
+            self.digests.insert(p.hash, p.digest);
+        }
+        let disputes = match self.market.disputes_for_deal(id, from).await {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::warn!(deal = id, error = %e, "cannot read DisputeOpened logs");
+                return;
+            }
+        };
+        for q in disputes {
+            self.disputes.entry(q.dispute_id).or_insert_with(|| {
+                tracing::warn!(deal = id, dispute = q.dispute_id, tag = q.run_tag, position = q.position,
+                    chunk = q.chunk_index, deadline = q.deadline, "dispute opened against us");
+                DisputeTrack {
+                    deal: id,
+                    digest_hash: q.digest_hash,
+                    run_tag: q.run_tag,
+                    position: q.position,
+                    chunk_index: q.chunk_index,
+                    deadline: q.deadline,
+                    pinned: false,
+                    gave_up: false,
+                    closed: false,
+                }
+            });
+        }
+        if let Some(t) = self.deals.get_mut(&id) {
+            t.cursor = block + 1;
+        }
+    }
+}
