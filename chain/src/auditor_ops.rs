@@ -52,7 +52,7 @@ impl Market {
     /// The settlement of an epoch.
     pub async fn epoch_status(&self, deal_id: u64, epoch: u64) -> Result<EpochStatus, ChainError> {
         let s = self.view("epochStatus", self.market.epochStatus(U256::from(deal_id), epoch)).await?;
-        Ok(EpochStatus::from_u8(u8::from(s)))
+        Ok(EpochStatus::from_u8(s))
     }
 
     /// The epoch whose proof window contains the next block (where a transaction sent
