@@ -3,6 +3,8 @@
 //! unknown deal and out-of-range indices. Each refusal is a clear error, nothing
 //! changes, and the connection keeps working. See `e2e_harness/mod.rs`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[path = "e2e_harness/mod.rs"]
 mod harness;
 

@@ -2,6 +2,8 @@
 //! on a small file, and a node that lost more than half of a level failing the public
 //! audit, disputed and slashed. See `e2e_harness/mod.rs` for the harness.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[path = "e2e_harness/mod.rs"]
 mod harness;
 

@@ -26,7 +26,7 @@
 //! provider key) for running these tests against a node whose chain agent is not
 //! there yet. Normal runs leave all of it to the node, as the tests intend.
 
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use alloy_primitives::{Address, U256};
 use dpor_chain::{Devnet, Market, ANVIL_KEYS};
