@@ -54,6 +54,7 @@ pub fn spot_positions(size: u64, lambda: u32) -> Vec<u64> {
 
 /// Spot-checks a run the node built against the checksums the owner expects
 /// (`expected`: size × ρ), asking for λ samples in batches.
+#[allow(clippy::too_many_arguments)]
 pub async fn spot_check_run(
     node: &NodeClient,
     deal: u64,
