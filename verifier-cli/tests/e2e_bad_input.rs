@@ -33,7 +33,7 @@ async fn connect(w: &World) -> NodeClient {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replayed_owner_write_is_refused_and_changes_nothing() {
-    within(180, async {
+    within(600, async {
         let w = World::start().await;
         w.make_file("file", 16 << 10, 11);
         let deal = w.open_and_upload("file", 16).await;
@@ -76,7 +76,7 @@ async fn replayed_owner_write_is_refused_and_changes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn digest_for_an_old_version_is_rejected() {
-    within(180, async {
+    within(600, async {
         let w = World::start().await;
         w.make_file("file", 16 << 10, 12);
         let deal = w.open_and_upload("file", 16).await;
@@ -116,7 +116,7 @@ async fn digest_for_an_old_version_is_rejected() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_deal_and_out_of_range_requests_get_clear_errors() {
-    within(180, async {
+    within(600, async {
         let w = World::start().await;
         let file = w.make_file("file", 16 << 10, 13);
         let deal = w.open_and_upload("file", 16).await;

@@ -26,7 +26,7 @@ async fn random_writes(w: &World, expected: &mut [u8], blocks: usize, count: usi
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deal_life_upload_writes_c_rebuild_download_extract_audit() {
-    within(240, async {
+    within(600, async {
         let w = World::start().await;
         // 64 KiB, β = 4096: N = 16; λ = 16, so C (32 coded blocks) is sampled and the
         // levels are read whole.
@@ -81,7 +81,7 @@ async fn deal_life_upload_writes_c_rebuild_download_extract_audit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_missing_most_of_a_level_fails_the_audit_and_is_slashed() {
-    within(240, async {
+    within(600, async {
         let w = World::start().await;
         // 32 KiB: N = 8; 7 writes fill levels 0, 1, 2 (2, 4, 8 coded blocks); λ = 16
         // reads every run whole, so the failures are exact.
