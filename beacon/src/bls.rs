@@ -67,7 +67,11 @@ impl Signature {
     /// identity `(0, 0)` and points not on the curve (G1 has cofactor 1, so on the curve means in the group).
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, BeaconError> {
         if bytes.len() != Self::LEN {
-            return Err(BeaconError::Length { what: "signature", expected: Self::LEN, got: bytes.len() });
+            return Err(BeaconError::Length {
+                what: "signature",
+                expected: Self::LEN,
+                got: bytes.len(),
+            });
         }
         let x = fq_from_be(&word(bytes, 0)).ok_or(BeaconError::NonCanonical("signature"))?;
         let y = fq_from_be(&word(bytes, 1)).ok_or(BeaconError::NonCanonical("signature"))?;
@@ -113,7 +117,11 @@ impl PublicKey {
     /// words `>= p`, the identity (all zero), points off the twist and points outside the order-r subgroup.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, BeaconError> {
         if bytes.len() != Self::LEN {
-            return Err(BeaconError::Length { what: "public key", expected: Self::LEN, got: bytes.len() });
+            return Err(BeaconError::Length {
+                what: "public key",
+                expected: Self::LEN,
+                got: bytes.len(),
+            });
         }
         let mut w = [Fq::zero(); 4];
         for (i, slot) in w.iter_mut().enumerate() {
@@ -191,7 +199,11 @@ impl SecretKey {
     /// Parses a 32-byte big-endian scalar; rejects values `>= r` and 0.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, BeaconError> {
         if bytes.len() != 32 {
-            return Err(BeaconError::Length { what: "secret key", expected: 32, got: bytes.len() });
+            return Err(BeaconError::Length {
+                what: "secret key",
+                expected: 32,
+                got: bytes.len(),
+            });
         }
         let s = Fr::from_be_bytes_mod_order(bytes);
         let mut canon = [0u8; 32];

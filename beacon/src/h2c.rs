@@ -163,15 +163,30 @@ mod tests {
     fn svdw_constants_match_reference() {
         let c = svdw();
         assert_eq!(c.c1, Fq::from(4u64));
-        assert_eq!(c.c2, fq_hex("183227397098d014dc2822db40c0ac2ecbc0b548b438e5469e10460b6c3e7ea3"));
-        assert_eq!(c.c3, fq_hex("16789af3a83522eb353c98fc6b36d713d5d8d1cc5dffffffa"));
-        assert_eq!(c.c4, fq_hex("10216f7ba065e00de81ac1e7808072c9dd2b2385cd7b438469602eb24829a9bd"));
+        assert_eq!(
+            c.c2,
+            fq_hex("183227397098d014dc2822db40c0ac2ecbc0b548b438e5469e10460b6c3e7ea3")
+        );
+        assert_eq!(
+            c.c3,
+            fq_hex("16789af3a83522eb353c98fc6b36d713d5d8d1cc5dffffffa")
+        );
+        assert_eq!(
+            c.c4,
+            fq_hex("10216f7ba065e00de81ac1e7808072c9dd2b2385cd7b438469602eb24829a9bd")
+        );
     }
 
     /// Every mapped point is on the curve, including the exceptional inputs (u = 0 and 1 - 4u^2 = 0 style cases).
     #[test]
     fn map_lands_on_curve() {
-        for u in [Fq::ZERO, Fq::ONE, -Fq::ONE, Fq::from(2u64), fq_hex("1234567890abcdef")] {
+        for u in [
+            Fq::ZERO,
+            Fq::ONE,
+            -Fq::ONE,
+            Fq::from(2u64),
+            fq_hex("1234567890abcdef"),
+        ] {
             let p = map_to_curve_svdw(u);
             assert!(p.is_on_curve(), "u = {u}");
             assert_eq!(sgn0(&u), sgn0(&p.y));
@@ -183,6 +198,11 @@ mod tests {
         assert!(expand_message_xmd_keccak256(b"", &[0u8; 256], 32).is_err());
         assert!(expand_message_xmd_keccak256(b"", b"d", 0).is_err());
         assert!(expand_message_xmd_keccak256(b"", b"d", 255 * 32 + 1).is_err());
-        assert_eq!(expand_message_xmd_keccak256(b"", b"d", 255 * 32).map(|v| v.len()).ok(), Some(255 * 32));
+        assert_eq!(
+            expand_message_xmd_keccak256(b"", b"d", 255 * 32)
+                .map(|v| v.len())
+                .ok(),
+            Some(255 * 32)
+        );
     }
 }

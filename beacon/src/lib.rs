@@ -46,9 +46,11 @@ pub const EVMNET_GENESIS_TIME: u64 = 1_727_521_075;
 pub const EVMNET_PERIOD: u64 = 3;
 /// evmnet's chain hash (hex): `sha256(period_u32 ‖ genesis_i64 ‖ public_key ‖ genesis_seed ‖ "evmnet")`
 /// (drand `common/chain/info.go`, `Info.Hash`); the crate's tests recompute it from the constants above.
-pub const EVMNET_CHAIN_HASH_HEX: &str = "04f1e9062b8a81f848fded9c12306733282b2727ecced50032187751166ec8c3";
+pub const EVMNET_CHAIN_HASH_HEX: &str =
+    "04f1e9062b8a81f848fded9c12306733282b2727ecced50032187751166ec8c3";
 /// evmnet's genesis seed (`genesis_seed` / `groupHash` in drand's info), an input of the chain hash.
-pub const EVMNET_GENESIS_SEED_HEX: &str = "cd7ad2f0e0cce5d8c288f2dd016ffe7bc8dc88dbb229b3da2b6ad736490dfed6";
+pub const EVMNET_GENESIS_SEED_HEX: &str =
+    "cd7ad2f0e0cce5d8c288f2dd016ffe7bc8dc88dbb229b3da2b6ad736490dfed6";
 /// evmnet's beacon id.
 pub const EVMNET_BEACON_ID: &str = "evmnet";
 
@@ -115,13 +117,18 @@ pub fn randomness(sig: &[u8]) -> [u8; 32] {
 pub fn decode_hex(what: &'static str, s: &str) -> Result<Vec<u8>, BeaconError> {
     let s = s.trim();
     let s = s.strip_prefix("0x").unwrap_or(s);
-    hex::decode(s).map_err(|e| BeaconError::Hex { what, reason: e.to_string() })
+    hex::decode(s).map_err(|e| BeaconError::Hex {
+        what,
+        reason: e.to_string(),
+    })
 }
 
 /// evmnet's group public key.
 pub fn evmnet_public_key() -> PublicKey {
     // A compile-time constant that the tests parse; the fallback is unreachable.
-    match decode_hex("evmnet public key", EVMNET_PUBLIC_KEY_HEX).and_then(|b| PublicKey::from_bytes(&b)) {
+    match decode_hex("evmnet public key", EVMNET_PUBLIC_KEY_HEX)
+        .and_then(|b| PublicKey::from_bytes(&b))
+    {
         Ok(pk) => pk,
         Err(e) => unreachable!("the evmnet public key constant is valid: {e}"),
     }
@@ -139,14 +146,20 @@ pub struct Schedule {
 
 impl Schedule {
     /// drand evmnet's schedule.
-    pub const EVMNET: Schedule = Schedule { genesis_time: EVMNET_GENESIS_TIME, period: EVMNET_PERIOD };
+    pub const EVMNET: Schedule = Schedule {
+        genesis_time: EVMNET_GENESIS_TIME,
+        period: EVMNET_PERIOD,
+    };
 
     /// A schedule; errors if `period` is 0.
     pub fn new(genesis_time: u64, period: u64) -> Result<Self, BeaconError> {
         if period == 0 {
             return Err(BeaconError::Schedule("period must be at least 1 s"));
         }
-        Ok(Self { genesis_time, period })
+        Ok(Self {
+            genesis_time,
+            period,
+        })
     }
 
     /// Emission time of `round` (UNIX seconds). Round 0 maps to the genesis time, as in drand. Errors on overflow.
@@ -165,7 +178,9 @@ impl Schedule {
             return 1;
         }
         // ceil((t - g) / period) + 1; at most (2^64 - 1) / 1 + 1 overflows only for period 1 and t = u64::MAX - ..
-        (timestamp - self.genesis_time).div_ceil(self.period).saturating_add(1)
+        (timestamp - self.genesis_time)
+            .div_ceil(self.period)
+            .saturating_add(1)
     }
 
     /// The latest round emitted at or before `timestamp` (0 before the genesis): the newest round a relay can
@@ -287,18 +302,31 @@ impl KeyFile {
     /// Reads and checks a key file: the scheme, the secret key, and that the public key matches it.
     pub fn load(path: &Path) -> Result<LocalBeacon, KeyFileError> {
         let p = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| KeyFileError::Io { path: p.clone(), source })?;
-        let kf: KeyFile =
-            serde_json::from_str(&text).map_err(|source| KeyFileError::Json { path: p.clone(), source })?;
-        let invalid = |reason: String| KeyFileError::Invalid { path: p.clone(), reason };
+        let text = std::fs::read_to_string(path).map_err(|source| KeyFileError::Io {
+            path: p.clone(),
+            source,
+        })?;
+        let kf: KeyFile = serde_json::from_str(&text).map_err(|source| KeyFileError::Json {
+            path: p.clone(),
+            source,
+        })?;
+        let invalid = |reason: String| KeyFileError::Invalid {
+            path: p.clone(),
+            reason,
+        };
         if kf.scheme != SCHEME_ID {
-            return Err(invalid(format!("scheme {:?}, expected {SCHEME_ID:?}", kf.scheme)));
+            return Err(invalid(format!(
+                "scheme {:?}, expected {SCHEME_ID:?}",
+                kf.scheme
+            )));
         }
         let sk = decode_hex("secret_key", &kf.secret_key)
             .and_then(|b| SecretKey::from_bytes(&b))
             .map_err(|e| invalid(e.to_string()))?;
         let beacon = LocalBeacon::from_secret_key(sk);
-        if KeyFile::new(&beacon).public_key.map(|s| s.to_lowercase()) != kf.public_key.map(|s| s.to_lowercase()) {
+        if KeyFile::new(&beacon).public_key.map(|s| s.to_lowercase())
+            != kf.public_key.map(|s| s.to_lowercase())
+        {
             return Err(invalid("public_key does not match secret_key".to_string()));
         }
         Ok(beacon)
@@ -307,7 +335,10 @@ impl KeyFile {
     /// Writes the key file (mode 0600 on Unix), refusing to overwrite an existing file.
     pub fn write_new(&self, path: &Path) -> Result<(), KeyFileError> {
         let p = path.display().to_string();
-        let json = serde_json::to_string_pretty(self).map_err(|source| KeyFileError::Json { path: p.clone(), source })?;
+        let json = serde_json::to_string_pretty(self).map_err(|source| KeyFileError::Json {
+            path: p.clone(),
+            source,
+        })?;
         let mut opts = std::fs::OpenOptions::new();
         opts.write(true).create_new(true);
         #[cfg(unix)]
@@ -316,8 +347,12 @@ impl KeyFile {
             opts.mode(0o600);
         }
         use std::io::Write;
-        let mut f = opts.open(path).map_err(|source| KeyFileError::Io { path: p.clone(), source })?;
-        f.write_all(format!("{json}\n").as_bytes()).map_err(|source| KeyFileError::Io { path: p, source })
+        let mut f = opts.open(path).map_err(|source| KeyFileError::Io {
+            path: p.clone(),
+            source,
+        })?;
+        f.write_all(format!("{json}\n").as_bytes())
+            .map_err(|source| KeyFileError::Io { path: p, source })
     }
 }
 
@@ -355,7 +390,10 @@ impl LocalFixture {
     /// The fixture for [`LOCAL_FIXTURE_SEED`], [`LOCAL_FIXTURE_GENESIS`], period 3 and [`LOCAL_FIXTURE_ROUNDS`].
     pub fn generate() -> Result<Self, BeaconError> {
         let beacon = LocalBeacon::from_seed(LOCAL_FIXTURE_SEED)?;
-        let sigs: Vec<Vec<u8>> = LOCAL_FIXTURE_ROUNDS.iter().map(|&r| beacon.sign(r)).collect();
+        let sigs: Vec<Vec<u8>> = LOCAL_FIXTURE_ROUNDS
+            .iter()
+            .map(|&r| beacon.sign(r))
+            .collect();
         Ok(Self {
             description: "Rounds signed by dpor-beacon's LocalBeacon (seed below, as UTF-8 bytes in hex). \
                           Regenerate with `cargo run -p dpor-beacon -- local-fixture --out \

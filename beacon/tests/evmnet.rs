@@ -7,9 +7,9 @@ use ark_bn254::{Fq, G1Affine};
 use ark_ec::AffineRepr;
 use ark_ff::PrimeField;
 use dpor_beacon::{
-    decode_hex, evmnet_public_key, h2c, randomness, round_message, round_point, verify, BeaconError, LocalBeacon,
-    LocalFixture, PublicKey, Schedule, Signature, EVMNET_CHAIN_HASH_HEX, EVMNET_GENESIS_SEED_HEX,
-    EVMNET_PUBLIC_KEY_HEX,
+    decode_hex, evmnet_public_key, h2c, randomness, round_message, round_point, verify,
+    BeaconError, LocalBeacon, LocalFixture, PublicKey, Schedule, Signature, EVMNET_CHAIN_HASH_HEX,
+    EVMNET_GENESIS_SEED_HEX, EVMNET_PUBLIC_KEY_HEX,
 };
 use proptest::prelude::*;
 use serde_json::Value;
@@ -64,14 +64,27 @@ fn chain_hash_commits_to_our_constants() {
     h.update(b"evmnet");
     assert_eq!(hex::encode(h.finalize()), EVMNET_CHAIN_HASH_HEX);
     let v: Value = serde_json::from_str(EVMNET).unwrap();
-    assert_eq!(v["chainHash"].as_str().unwrap(), format!("0x{EVMNET_CHAIN_HASH_HEX}"));
-    assert_eq!(v["genesisTime"].as_u64().unwrap(), Schedule::EVMNET.genesis_time);
+    assert_eq!(
+        v["chainHash"].as_str().unwrap(),
+        format!("0x{EVMNET_CHAIN_HASH_HEX}")
+    );
+    assert_eq!(
+        v["genesisTime"].as_u64().unwrap(),
+        Schedule::EVMNET.genesis_time
+    );
     assert_eq!(v["period"].as_u64().unwrap(), Schedule::EVMNET.period);
     // The fixture's constructor words are the drand hex split in four, and parse to evmnet's key.
-    let words: Vec<U256> =
-        v["publicKey"].as_array().unwrap().iter().map(|w| w.as_str().unwrap().parse().unwrap()).collect();
+    let words: Vec<U256> = v["publicKey"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap().parse().unwrap())
+        .collect();
     assert_eq!(words, evmnet_public_key().to_words().to_vec());
-    assert_eq!(hex::encode(evmnet_public_key().to_bytes()), EVMNET_PUBLIC_KEY_HEX);
+    assert_eq!(
+        hex::encode(evmnet_public_key().to_bytes()),
+        EVMNET_PUBLIC_KEY_HEX
+    );
 }
 
 /// Every real evmnet round in the fixture verifies under evmnet's key, and its randomness is sha256(signature).
@@ -84,11 +97,17 @@ fn real_evmnet_rounds_verify() {
         verify(&pk, r.round, &r.sig).unwrap_or_else(|e| panic!("round {}: {e}", r.round));
         assert_eq!(randomness(&r.sig).to_vec(), r.rand, "round {}", r.round);
         // The encoding round-trips byte for byte (canonical).
-        assert_eq!(Signature::from_bytes(&r.sig).unwrap().to_bytes().to_vec(), r.sig);
+        assert_eq!(
+            Signature::from_bytes(&r.sig).unwrap().to_bytes().to_vec(),
+            r.sig
+        );
     }
     // drand-client's test gives drand's own randomness field for round 6390578.
     let r = rounds.iter().find(|r| r.round == 6_390_578).unwrap();
-    assert_eq!(hex::encode(randomness(&r.sig)), "466262e8cb50407310fa05024bff96e52a8c701e7f6b209ac5cdbdf01cf903f2");
+    assert_eq!(
+        hex::encode(randomness(&r.sig)),
+        "466262e8cb50407310fa05024bff96e52a8c701e7f6b209ac5cdbdf01cf903f2"
+    );
 }
 
 /// The message and hash-to-G1 point of round 9337227 equal randa-mu/bls-solidity's (computed there with their own
@@ -98,9 +117,18 @@ fn message_and_point_match_randa_mu() {
     let v: Value = serde_json::from_str(EVMNET).unwrap();
     let h = &v["hashToPoint"];
     let round = h["round"].as_u64().unwrap();
-    assert_eq!(round_message(round).to_vec(), hx(h["message"].as_str().unwrap()));
+    assert_eq!(
+        round_message(round).to_vec(),
+        hx(h["message"].as_str().unwrap())
+    );
     let p = round_point(round).unwrap();
-    assert_eq!(p, point(h["point"][0].as_str().unwrap(), h["point"][1].as_str().unwrap()));
+    assert_eq!(
+        p,
+        point(
+            h["point"][0].as_str().unwrap(),
+            h["point"][1].as_str().unwrap()
+        )
+    );
 }
 
 /// Attack: a real signature with one bit flipped, in every byte position, never verifies.
@@ -125,7 +153,10 @@ fn another_rounds_signature_is_rejected() {
     for a in &rounds {
         for b in &rounds {
             if a.round != b.round {
-                assert_eq!(verify(&pk, b.round, &a.sig), Err(BeaconError::BadSignature { round: b.round }));
+                assert_eq!(
+                    verify(&pk, b.round, &a.sig),
+                    Err(BeaconError::BadSignature { round: b.round })
+                );
             }
         }
         for other in [a.round - 1, a.round + 1] {
@@ -143,7 +174,10 @@ fn signature_under_another_key_is_rejected() {
     for r in evmnet_rounds() {
         let forged = local.sign(r.round);
         verify(&local.public_key(), r.round, &forged).unwrap();
-        assert_eq!(verify(&pk, r.round, &forged), Err(BeaconError::BadSignature { round: r.round }));
+        assert_eq!(
+            verify(&pk, r.round, &forged),
+            Err(BeaconError::BadSignature { round: r.round })
+        );
         assert!(verify(&local.public_key(), r.round, &r.sig).is_err());
     }
 }
@@ -154,18 +188,33 @@ fn signature_under_another_key_is_rejected() {
 fn malformed_signatures_are_rejected() {
     let pk = evmnet_public_key();
     let r = &evmnet_rounds()[1];
-    assert!(matches!(verify(&pk, r.round, &r.sig[..63]), Err(BeaconError::Length { .. })));
-    assert!(matches!(verify(&pk, r.round, &[r.sig.clone(), vec![0]].concat()), Err(BeaconError::Length { .. })));
-    assert_eq!(verify(&pk, r.round, &[0u8; 64]), Err(BeaconError::Identity("signature")));
+    assert!(matches!(
+        verify(&pk, r.round, &r.sig[..63]),
+        Err(BeaconError::Length { .. })
+    ));
+    assert!(matches!(
+        verify(&pk, r.round, &[r.sig.clone(), vec![0]].concat()),
+        Err(BeaconError::Length { .. })
+    ));
+    assert_eq!(
+        verify(&pk, r.round, &[0u8; 64]),
+        Err(BeaconError::Identity("signature"))
+    );
     // y + p (fits in 256 bits since p < 2^254): same point mod p, rejected as non-canonical.
     let p = U256::from_be_bytes(Fq::MODULUS.to_bytes_be_array());
     let y = U256::from_be_slice(&r.sig[32..]);
     let mut twin = r.sig.clone();
     twin[32..].copy_from_slice(&(y + p).to_be_bytes::<32>());
-    assert_eq!(verify(&pk, r.round, &twin), Err(BeaconError::NonCanonical("signature")));
+    assert_eq!(
+        verify(&pk, r.round, &twin),
+        Err(BeaconError::NonCanonical("signature"))
+    );
     let mut off = r.sig.clone();
     off[63] ^= 1;
-    assert_eq!(verify(&pk, r.round, &off), Err(BeaconError::NotOnCurve("signature")));
+    assert_eq!(
+        verify(&pk, r.round, &off),
+        Err(BeaconError::NotOnCurve("signature"))
+    );
     assert_eq!(verify(&pk, 0, &r.sig), Err(BeaconError::RoundZero));
 }
 
@@ -188,19 +237,31 @@ impl ToBytesBe for ark_ff::BigInt<4> {
 fn malformed_public_keys_are_rejected() {
     let words = evmnet_public_key().to_words();
     assert_eq!(PublicKey::from_words(&words).unwrap(), evmnet_public_key());
-    assert_eq!(PublicKey::from_words(&[U256::ZERO; 4]), Err(BeaconError::Identity("public key")));
+    assert_eq!(
+        PublicKey::from_words(&[U256::ZERO; 4]),
+        Err(BeaconError::Identity("public key"))
+    );
     let mut w = words;
     w[3] ^= U256::from(1u8);
-    assert_eq!(PublicKey::from_words(&w), Err(BeaconError::NotOnCurve("public key")));
+    assert_eq!(
+        PublicKey::from_words(&w),
+        Err(BeaconError::NotOnCurve("public key"))
+    );
     let mut w = words;
     w[0] = U256::MAX;
-    assert_eq!(PublicKey::from_words(&w), Err(BeaconError::NonCanonical("public key")));
-    assert!(matches!(PublicKey::from_bytes(&[1u8; 127]), Err(BeaconError::Length { .. })));
+    assert_eq!(
+        PublicKey::from_words(&w),
+        Err(BeaconError::NonCanonical("public key"))
+    );
+    assert!(matches!(
+        PublicKey::from_bytes(&[1u8; 127]),
+        Err(BeaconError::Length { .. })
+    ));
     // A point on the twist but not in G2: search small x for a square right-hand side; the twist's cofactor is
     // large, so such a point is outside the subgroup with overwhelming probability (asserted by the parse).
     use ark_bn254::{Fq2, G2Affine};
-    use ark_ff::Field;
     use ark_ec::short_weierstrass::SWCurveConfig;
+    use ark_ff::Field;
     let b = ark_bn254::g2::Config::COEFF_B;
     let mut found = false;
     for i in 1u64..200 {
@@ -218,7 +279,10 @@ fn malformed_public_keys_are_rejected() {
                     o
                 })
                 .collect();
-            assert_eq!(PublicKey::from_bytes(&bytes), Err(BeaconError::NotInSubgroup("public key")));
+            assert_eq!(
+                PublicKey::from_bytes(&bytes),
+                Err(BeaconError::NotInSubgroup("public key"))
+            );
             found = true;
             break;
         }
@@ -230,14 +294,46 @@ fn malformed_public_keys_are_rejected() {
 #[test]
 fn svdw_matches_sage_reference_vectors() {
     let vectors = [
-        ("07d414810a7f08810404e6cbf9fa0c77702d2aaff2ad0f6f0866cecd70d79235", "11dac8137d8ba69117d60922d1bd4f09466a348a232dc1cbfb1c955a23fea51d", "020114b33b640de959180d6491bc5edd3b72c0df5ed27b7f03d300ee70074ffd"),
-        ("13b17a8b0035c244de0559ec007c554307747f14f58b0a519d86275a736ba3c5", "2f271ae3658d386cc7d6e9b1cf853f89b1da8e18d2fb9f3ad63b53c038919140", "077503acfd2c3b001ffd1c2874ec559033273a2afa52a9549600fdf4b5d7c37b"),
-        ("2cf05ec6eea48c091421d89d7d87f656b167cb4873457ce3caaf0137d6374611", "2890a0df4bce79879e818f4850dd9e3e20aa48c2f2ddeb76df905e9426e43521", "166c64ae2517766adbde0029748543887f664547894fa7c6bddaeea1970ec3a3"),
-        ("1ef5403f8dcc114b2bb48dacf3d409969b662f642ec79d62c26647343294a7b2", "0c803b41573fb178a013e3a8acb149e09440aaf3430bef5c118a914517c22e82", "1326fe8a32c397ff71792bb3df7edb428f6a403a027092385da2b8b0cf94a72e"),
-        ("13f6c76578ecafcb90aabba93ce65bc4dd7012283637f6b6ffa50b3c4d484871", "23e38614535fd926c5e490b546c9375c948fc0cdbc7cb514dc2fc4216db2adc9", "24c5870a3f452591fe675c1fba36a1a2f2265e016f55e4aa03c1e534f3bdcd4f"),
-        ("2d2d0254580e2fb32fb41558e0cdab81d65211f5abf139c011b9813ac578f699", "0a53f394eeaec67c61ce137386edfa725b8f6063368fc50754eedf0233539492", "14a4855321d4906eff1cd827eca1dc2975cc6bc6173bdb23d0f67f9872972469"),
-        ("26c9ef9568b38cc674d79521e330b314c6723586687fc980b47e3b8f59b64fa4", "2bc0bb9ede624ced8f17e4ea7a8912bc8685e0c45528bbbfcfe314b643580697", "1b8ba0d324b2b4842519e55096e6644163a9a6374de41bd670a02417cbd169d2"),
-        ("146300922782df7e00d72ad5c051f32eb56a6bc72c83ed64b125fec403e5d56e", "242bcd3bbeadf79efe48c7e8b1ff53a3cc201deefd4f76f8d5502ac925d28fde", "114ad99ef6d6a2ae010eef3f7103de34255d9fd02ae782b177bcadfb47bc3d3e"),
+        (
+            "07d414810a7f08810404e6cbf9fa0c77702d2aaff2ad0f6f0866cecd70d79235",
+            "11dac8137d8ba69117d60922d1bd4f09466a348a232dc1cbfb1c955a23fea51d",
+            "020114b33b640de959180d6491bc5edd3b72c0df5ed27b7f03d300ee70074ffd",
+        ),
+        (
+            "13b17a8b0035c244de0559ec007c554307747f14f58b0a519d86275a736ba3c5",
+            "2f271ae3658d386cc7d6e9b1cf853f89b1da8e18d2fb9f3ad63b53c038919140",
+            "077503acfd2c3b001ffd1c2874ec559033273a2afa52a9549600fdf4b5d7c37b",
+        ),
+        (
+            "2cf05ec6eea48c091421d89d7d87f656b167cb4873457ce3caaf0137d6374611",
+            "2890a0df4bce79879e818f4850dd9e3e20aa48c2f2ddeb76df905e9426e43521",
+            "166c64ae2517766adbde0029748543887f664547894fa7c6bddaeea1970ec3a3",
+        ),
+        (
+            "1ef5403f8dcc114b2bb48dacf3d409969b662f642ec79d62c26647343294a7b2",
+            "0c803b41573fb178a013e3a8acb149e09440aaf3430bef5c118a914517c22e82",
+            "1326fe8a32c397ff71792bb3df7edb428f6a403a027092385da2b8b0cf94a72e",
+        ),
+        (
+            "13f6c76578ecafcb90aabba93ce65bc4dd7012283637f6b6ffa50b3c4d484871",
+            "23e38614535fd926c5e490b546c9375c948fc0cdbc7cb514dc2fc4216db2adc9",
+            "24c5870a3f452591fe675c1fba36a1a2f2265e016f55e4aa03c1e534f3bdcd4f",
+        ),
+        (
+            "2d2d0254580e2fb32fb41558e0cdab81d65211f5abf139c011b9813ac578f699",
+            "0a53f394eeaec67c61ce137386edfa725b8f6063368fc50754eedf0233539492",
+            "14a4855321d4906eff1cd827eca1dc2975cc6bc6173bdb23d0f67f9872972469",
+        ),
+        (
+            "26c9ef9568b38cc674d79521e330b314c6723586687fc980b47e3b8f59b64fa4",
+            "2bc0bb9ede624ced8f17e4ea7a8912bc8685e0c45528bbbfcfe314b643580697",
+            "1b8ba0d324b2b4842519e55096e6644163a9a6374de41bd670a02417cbd169d2",
+        ),
+        (
+            "146300922782df7e00d72ad5c051f32eb56a6bc72c83ed64b125fec403e5d56e",
+            "242bcd3bbeadf79efe48c7e8b1ff53a3cc201deefd4f76f8d5502ac925d28fde",
+            "114ad99ef6d6a2ae010eef3f7103de34255d9fd02ae782b177bcadfb47bc3d3e",
+        ),
     ];
     for (u, x, y) in vectors {
         assert_eq!(h2c::map_to_curve_svdw(fq(u)), point(x, y), "u = {u}");
@@ -281,8 +377,16 @@ fn drand_dev_network_and_kyber_vectors() {
 #[test]
 fn local_fixture_is_current_and_verifies() {
     let committed: LocalFixture = serde_json::from_str(LOCAL).unwrap();
-    assert_eq!(committed, LocalFixture::generate().unwrap(), "regenerate with `dpor-beacon local-fixture`");
-    let words: Vec<U256> = committed.public_key.iter().map(|w| w.parse().unwrap()).collect();
+    assert_eq!(
+        committed,
+        LocalFixture::generate().unwrap(),
+        "regenerate with `dpor-beacon local-fixture`"
+    );
+    let words: Vec<U256> = committed
+        .public_key
+        .iter()
+        .map(|w| w.parse().unwrap())
+        .collect();
     let pk = PublicKey::from_words(&[words[0], words[1], words[2], words[3]]).unwrap();
     for (i, &round) in committed.rounds.iter().enumerate() {
         let sig = hx(&committed.signatures[i]);
@@ -296,7 +400,17 @@ fn local_fixture_is_current_and_verifies() {
 #[test]
 fn schedule_edges() {
     let s = Schedule::new(1000, 3).unwrap();
-    for (t, r) in [(0, 1), (999, 1), (1000, 1), (1001, 2), (1002, 2), (1003, 2), (1004, 3), (1006, 3), (1007, 4)] {
+    for (t, r) in [
+        (0, 1),
+        (999, 1),
+        (1000, 1),
+        (1001, 2),
+        (1002, 2),
+        (1003, 2),
+        (1004, 3),
+        (1006, 3),
+        (1007, 4),
+    ] {
         assert_eq!(s.round_at(t), r, "t = {t}");
         assert!(s.round_time(r).unwrap() >= t);
         assert!(r == 1 || s.round_time(r - 1).unwrap() < t);
@@ -308,7 +422,10 @@ fn schedule_edges() {
     assert!(Schedule::new(1, 0).is_err());
     assert!(Schedule::EVMNET.round_time(u64::MAX).is_err());
     // Real evmnet: round 10,000,000 was emitted at genesis + 9,999,999 * 3 s.
-    assert_eq!(Schedule::EVMNET.round_time(10_000_000).unwrap(), 1_727_521_075 + 9_999_999 * 3);
+    assert_eq!(
+        Schedule::EVMNET.round_time(10_000_000).unwrap(),
+        1_727_521_075 + 9_999_999 * 3
+    );
 }
 
 proptest! {

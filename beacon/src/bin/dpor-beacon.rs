@@ -18,7 +18,11 @@ use dpor_beacon::{
 };
 
 #[derive(Parser)]
-#[command(name = "dpor-beacon", version, about = "Local drand-compatible beacon key (BLS on BN254) and evmnet round checks")]
+#[command(
+    name = "dpor-beacon",
+    version,
+    about = "Local drand-compatible beacon key (BLS on BN254) and evmnet round checks"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -95,7 +99,10 @@ fn main() -> Result<()> {
                 Some(s) => {
                     let seed = decode_hex("seed", &s)?;
                     if seed.len() < 16 {
-                        bail!("--seed must be at least 16 bytes of hex (128 bits), got {}", seed.len());
+                        bail!(
+                            "--seed must be at least 16 bytes of hex (128 bits), got {}",
+                            seed.len()
+                        );
                     }
                     LocalBeacon::from_seed(&seed)?
                 }
@@ -121,11 +128,16 @@ fn main() -> Result<()> {
             verify(&pk, round, &sig).with_context(|| format!("round {round}"))?;
             println!("0x{}", hex::encode(randomness(&sig)));
         }
-        Cmd::RoundAt { time, genesis, period } => println!("{}", Schedule::new(genesis, period)?.round_at(time)),
+        Cmd::RoundAt {
+            time,
+            genesis,
+            period,
+        } => println!("{}", Schedule::new(genesis, period)?.round_at(time)),
         Cmd::LocalFixture { out } => {
             let fx = LocalFixture::generate()?;
             let json = serde_json::to_string_pretty(&fx)?;
-            std::fs::write(&out, format!("{json}\n")).with_context(|| format!("writing {}", out.display()))?;
+            std::fs::write(&out, format!("{json}\n"))
+                .with_context(|| format!("writing {}", out.display()))?;
             eprintln!("wrote {} ({} rounds)", out.display(), fx.rounds.len());
         }
     }
