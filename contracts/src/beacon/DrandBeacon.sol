@@ -12,8 +12,9 @@ import {BN254} from "./BN254.sol";
 ///         value is the only one possible for that round: who relays first cannot change it, only make it
 ///         available. Deployed with a local key (`dpor-beacon keygen`), the same code runs the offline demo.
 ///         Implements the market's `IRandomnessBeacon` (randomness, roundAt). docs/BEACON.md.
-/// @dev Gas of `record` (measured in contracts/test/beacon/DrandBeacon.t.sol, docs/BEACON.md): about 160k
-///      execution, of which the 2-pair pairing is 113k, hashing to G1 about 20k, the storage write 22k.
+/// @dev Gas of `record` (test_gas_record in contracts/test/beacon/DrandBeacon.t.sol; docs/BEACON.md): 160k-173k
+///      execution (prague), of which the 2-pair pairing is 113k, hashing to G1 about 18k (34k under Osaka's modexp
+///      pricing, EIP-7883) and the storage write 22k.
 contract DrandBeacon {
     /// @notice The hash-to-curve domain separation tag of drand's `bls-bn254-unchained-on-g1` scheme.
     bytes public constant DST = "BLS_SIG_BN254G1_XMD:KECCAK-256_SVDW_RO_NUL_";
