@@ -383,17 +383,34 @@ pub struct LocalFixture {
 pub const LOCAL_FIXTURE_SEED: &[u8] = b"dpor-beacon local fixture seed v1";
 /// Genesis time of the committed local fixture (2023-11-14T22:13:20Z).
 pub const LOCAL_FIXTURE_GENESIS: u64 = 1_700_000_000;
-/// Rounds of the committed local fixture: small, large, and the largest u64.
+/// Fixed rounds of the committed local fixture: small, large, and the largest u64. [`LocalFixture::rounds`]
+/// appends [`LOCAL_FIXTURE_RANDOM_ROUNDS`] pseudo-random rounds, so the hash to G1 is compared between Rust and
+/// the EVM on many inputs (all three SVDW branches occur).
 pub const LOCAL_FIXTURE_ROUNDS: [u64; 6] = [1, 2, 3, 1000, 10_000_000, u64::MAX];
+/// Number of pseudo-random rounds in the local fixture: round i is the first 8 bytes (big-endian) of
+/// `keccak256("dpor-beacon fixture round" ‖ i as u32 big-endian)`, plus 1 (saturating).
+pub const LOCAL_FIXTURE_RANDOM_ROUNDS: u32 = 26;
 
 impl LocalFixture {
-    /// The fixture for [`LOCAL_FIXTURE_SEED`], [`LOCAL_FIXTURE_GENESIS`], period 3 and [`LOCAL_FIXTURE_ROUNDS`].
+    /// The fixture's rounds: [`LOCAL_FIXTURE_ROUNDS`], then the [`LOCAL_FIXTURE_RANDOM_ROUNDS`] pseudo-random ones.
+    pub fn rounds() -> Vec<u64> {
+        let mut rounds = LOCAL_FIXTURE_ROUNDS.to_vec();
+        for i in 0..LOCAL_FIXTURE_RANDOM_ROUNDS {
+            let h = alloy_primitives::keccak256(
+                [&b"dpor-beacon fixture round"[..], &i.to_be_bytes()].concat(),
+            );
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&h[..8]);
+            rounds.push(u64::from_be_bytes(b).saturating_add(1));
+        }
+        rounds
+    }
+
+    /// The fixture for [`LOCAL_FIXTURE_SEED`], [`LOCAL_FIXTURE_GENESIS`], period 3 and [`LocalFixture::rounds`].
     pub fn generate() -> Result<Self, BeaconError> {
         let beacon = LocalBeacon::from_seed(LOCAL_FIXTURE_SEED)?;
-        let sigs: Vec<Vec<u8>> = LOCAL_FIXTURE_ROUNDS
-            .iter()
-            .map(|&r| beacon.sign(r))
-            .collect();
+        let rounds = Self::rounds();
+        let sigs: Vec<Vec<u8>> = rounds.iter().map(|&r| beacon.sign(r)).collect();
         Ok(Self {
             description: "Rounds signed by dpor-beacon's LocalBeacon (seed below, as UTF-8 bytes in hex). \
                           Regenerate with `cargo run -p dpor-beacon -- local-fixture --out \
@@ -404,7 +421,7 @@ impl LocalFixture {
             public_key: beacon.public_key_words().map(|w| format!("{w:#066x}")),
             genesis_time: LOCAL_FIXTURE_GENESIS,
             period: 3,
-            rounds: LOCAL_FIXTURE_ROUNDS.to_vec(),
+            rounds,
             randomness: sigs.iter().map(|s| format!("0x{}", hex::encode(randomness(s)))).collect(),
             signatures: sigs.iter().map(|s| format!("0x{}", hex::encode(s))).collect(),
         })
