@@ -155,7 +155,9 @@ pub(crate) fn svdw_branch(u: Fq) -> usize {
     let p = map_to_curve_svdw(u);
     let c = svdw();
     let tv1 = u * u * c.c1;
-    let tv3 = ((Fq::ONE - tv1) * (Fq::ONE + tv1)).inverse().unwrap_or(Fq::ZERO);
+    let tv3 = ((Fq::ONE - tv1) * (Fq::ONE + tv1))
+        .inverse()
+        .unwrap_or(Fq::ZERO);
     let tv4 = u * (Fq::ONE - tv1) * tv3 * c.c3;
     if p.x == c.c2 - tv4 {
         0
@@ -176,7 +178,8 @@ mod tests {
     fn local_fixture_rounds_cover_all_branches() {
         let mut seen = [0usize; 3];
         for r in crate::LocalFixture::rounds() {
-            let [u0, u1] = hash_to_field(&crate::round_message(r), crate::DST).unwrap_or([Fq::ZERO; 2]);
+            let [u0, u1] =
+                hash_to_field(&crate::round_message(r), crate::DST).unwrap_or([Fq::ZERO; 2]);
             seen[svdw_branch(u0)] += 1;
             seen[svdw_branch(u1)] += 1;
         }
