@@ -173,11 +173,13 @@ impl Schedule {
 
     /// `DrandBeacon.roundAt`: the first round whose emission time is `>= timestamp` (1 for any time up to the
     /// genesis). The round may not be emitted yet: it is the round whose randomness nobody knows at `timestamp`.
+    /// Saturates at `u64::MAX` where the contract reverts `RoundOverflow` (only with period 1 and
+    /// `timestamp - genesis = u64::MAX`).
     pub fn round_at(&self, timestamp: u64) -> u64 {
         if timestamp <= self.genesis_time {
             return 1;
         }
-        // ceil((t - g) / period) + 1; at most (2^64 - 1) / 1 + 1 overflows only for period 1 and t = u64::MAX - ..
+        // ceil((t - g) / period) + 1
         (timestamp - self.genesis_time)
             .div_ceil(self.period)
             .saturating_add(1)
