@@ -82,6 +82,9 @@ fn state(deal: u64, n: u64, beta: u32, market: Address) -> OwnerState {
         levels: Vec::new(),
         digest_version: 0,
         cache_levels: 2, // levels ≥ 2 exercise the σ̃ fetch path
+        pending: None,
+        path: None,
+        stashed: None,
     }
 }
 

@@ -79,7 +79,7 @@ mod upload;
 mod write;
 
 pub use error::StoreError;
-pub use meta::{DealParams, Phase};
+pub use meta::{DealParams, LastAnswer, Phase};
 
 use alloy_primitives::B256;
 use dpor_core::block::BlockFormat;
