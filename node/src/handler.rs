@@ -121,6 +121,7 @@ impl NodeHandler {
     /// Answers one request (never panics; errors become [`Response::Error`]).
     pub async fn answer(&self, request: Request) -> Response {
         let kind = request.kind();
+        tracing::trace!(request = kind, "request");
         let result = match request {
             Request::Owner(signed) => self.owner(signed).await,
             public => self.public(public).await,
