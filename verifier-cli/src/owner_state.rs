@@ -283,27 +283,27 @@ impl OwnerState {
 fn write_durably(path: &Path, data: &[u8]) -> anyhow::Result<()> {
     let tmp = PathBuf::from(format!("{}.tmp", path.display()));
     {
-            use std::io::Write;
-            let mut opts = std::fs::OpenOptions::new();
-            opts.write(true).create(true).truncate(true);
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::OpenOptionsExt;
-                opts.mode(0o600);
-            }
-            let mut f = opts.open(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
-            f.write_all(data)?;
-            f.sync_all()?;
+        use std::io::Write;
+        let mut opts = std::fs::OpenOptions::new();
+        opts.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            opts.mode(0o600);
         }
-        std::fs::rename(&tmp, path).with_context(|| format!("cannot replace {}", path.display()))?;
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
+        let mut f = opts.open(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
+        f.write_all(data)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot replace {}", path.display()))?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
 }
 
 /// Checksums as canonical integers (for the JSON file).
@@ -320,3 +320,72 @@ pub fn sigma_from_u64(v: &[u64]) -> anyhow::Result<Vec<Fp>> {
 
 /// Width of checksum vectors (ρ).
 pub const SIGMA_WIDTH: usize = RHO;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(path: Option<PathBuf>) -> OwnerState {
+        OwnerState {
+            deal: 1,
+            chain_id: 31337,
+            market: Address::ZERO,
+            provider: Address::ZERO,
+            seed: B256::repeat_byte(1),
+            num_blocks: 4,
+            block_bytes: 64,
+            lambda: 8,
+            file_bytes: 0,
+            nonce: 0,
+            uploaded: false,
+            write_count: 0,
+            rebuild_count: 0,
+            root_u: B256::ZERO,
+            c: None,
+            levels: Vec::new(),
+            digest_version: 0,
+            cache_levels: 2,
+            pending: None,
+            path,
+            stashed: None,
+        }
+    }
+
+    #[test]
+    fn intents_and_stashed_checksums_survive_a_reload_and_damage_is_detected() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("owner.json");
+        let mut s = state(Some(path.clone()));
+        let run = WireRun { tag: 0, built_at: 4 };
+        let sigma: Vec<Fp> = (0..16u64).map(|i| field::from_bytes((i * 7).to_le_bytes()).unwrap()).collect();
+        s.stash_sigma(run, &sigma).unwrap();
+        s.pending = Some(Pending::StoreSealed { run, next: 3 });
+        s.persist().unwrap();
+        // A new process: only the files.
+        let back = OwnerState::load(&path).unwrap();
+        assert_eq!(back.pending, s.pending);
+        assert_eq!(back.stashed_sigma(run).unwrap(), sigma);
+        assert!(back.stashed_sigma(WireRun { tag: 1, built_at: 4 }).is_err(), "checksums of another run");
+        // One flipped byte in the sidecar is an error, never other checksums.
+        let side = PathBuf::from(format!("{}.sigma", path.display()));
+        let mut bytes = std::fs::read(&side).unwrap();
+        bytes[40] ^= 1;
+        std::fs::write(&side, &bytes).unwrap();
+        assert!(back.stashed_sigma(run).is_err());
+        let mut back = back;
+        back.drop_sigma();
+        assert!(!side.exists());
+    }
+
+    #[test]
+    fn a_state_file_without_an_intent_still_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.json");
+        let mut v = serde_json::to_value(state(None)).unwrap();
+        v.as_object_mut().unwrap().remove("pending");
+        std::fs::write(&path, v.to_string()).unwrap();
+        let s = OwnerState::load(&path).unwrap();
+        assert_eq!(s.pending, None);
+        assert_eq!(s.path.as_deref(), Some(path.as_path()));
+    }
+}

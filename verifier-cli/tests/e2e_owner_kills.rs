@@ -373,13 +373,13 @@ fn run_campaign(c: &mut Campaign, kills: usize, seed: u64) {
             armed = (armed + 1) % MOMENTS.len();
             armed_for = 0;
         }
-        if attempts % 7 == 0 {
+        if attempts.is_multiple_of(7) {
             let i = rng.below(N as u64) as usize;
             let out = c.world.path("read.out");
             c.cli_ok(&["read", &i.to_string(), "--out", out.to_str().unwrap()]);
             assert_eq!(std::fs::read(&out).unwrap(), model[i * BETA..(i + 1) * BETA], "block {i} after attempt {attempts}");
         }
-        if attempts % 20 == 0 {
+        if attempts.is_multiple_of(20) {
             c.cli_ok(&["checkpoint"]);
         }
     }
