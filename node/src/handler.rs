@@ -8,14 +8,14 @@
 //! node, and storage work runs on tokio's blocking pool.
 
 use crate::signing::{recover_owner, ProviderSigner};
-use crate::store::{DealParams, Phase, Store, StoreError};
+use crate::store::{DealParams, LastAnswer, Phase, Store, StoreError};
 use alloy_primitives::{Address, B256};
 use async_trait::async_trait;
 use dpor_core::digest::Digest;
 use dpor_core::RunId;
 use dpor_proto::codec::FrameError;
 use dpor_proto::messages::{
-    batch_len, DealStatus, ErrorCode, OwnerOp, Request, Response, Signed, WirePhase, WireRun, WireSample,
+    batch_len, DealStatus, ErrorCode, OwnerOp, Request, Response, Signed, WireOutcome, WirePhase, WireRun, WireSample,
     MAX_BATCH_BYTES,
 };
 use libp2p::PeerId;
@@ -121,6 +121,7 @@ impl NodeHandler {
     /// Answers one request (never panics; errors become [`Response::Error`]).
     pub async fn answer(&self, request: Request) -> Response {
         let kind = request.kind();
+        tracing::trace!(request = kind, "request");
         let result = match request {
             Request::Owner(signed) => self.owner(signed).await,
             public => self.public(public).await,
@@ -212,6 +213,21 @@ impl NodeHandler {
                 check_batch(count, 33)?;
                 let sealed = self.blocking(move |s| s.sealed(deal, run.into(), start, count)).await?;
                 Ok(Response::Sealed { run, start, sealed: sealed.into_iter().map(|s| s.map(B256::from)).collect() })
+            }
+            Request::Outcome { deal, nonce } => {
+                let (last_nonce, answer) = self.blocking(move |s| s.outcome(deal, nonce)).await?;
+                let outcome = match answer {
+                    Some(LastAnswer::Written(o)) => WireOutcome::Applied {
+                        nonce,
+                        answer: Box::new(Response::Written { step: o.step.into(), run: o.run.into(), run_root: o.run_root, root_u: o.root_u }),
+                    },
+                    Some(LastAnswer::Committed(root_u, c, root_c)) => {
+                        WireOutcome::Applied { nonce, answer: Box::new(Response::Committed { root_u, c: c.into(), root_c }) }
+                    }
+                    None if nonce > last_nonce => WireOutcome::NotApplied { last_nonce },
+                    None => WireOutcome::Superseded { last_nonce },
+                };
+                Ok(Response::Outcome(outcome))
             }
             Request::Owner(_) => Err(Fail::new(ErrorCode::Internal, "owner request on the public path")),
         }

@@ -114,6 +114,8 @@ fn check_files(dir: &Path, store: &Store) {
     let mut keep: BTreeSet<RunId> = BTreeSet::new();
     keep.insert(v.c.0);
     keep.extend(v.levels.iter().map(|l| l.1));
+    // The state before the last write stays until the owner's next request.
+    keep.extend(v.previous.iter().copied());
     for d in v.cosigned.iter().chain(v.posted.iter()) {
         keep.extend(d.run_ids().into_iter().map(|r| r.0));
     }

@@ -124,7 +124,9 @@ fn random_writes_match_the_reference_across_reopens() {
         let (mut reference, mut sealed) = upload(&store, &mut rng, n, beta, &mut nonce);
         check(&store, &reference, &sealed, "after upload");
         let writes = 3 * n + 3;
+        let mut before_last = store.view(DEAL).unwrap();
         for w in 0..writes {
+            before_last = store.view(DEAL).unwrap();
             let index = rng.gen_range(0..n);
             let block = random_block(&mut rng, beta);
             let s: [u8; 32] = rng.gen();
@@ -143,12 +145,25 @@ fn random_writes_match_the_reference_across_reopens() {
             }
         }
         assert_eq!(reference.rebuild_count(), writes / n);
-        // Only the current runs' files are left (no pins).
+        // Only the current runs' files are left (no pins), and those of the state
+        // before the last write, which the owner has not confirmed yet.
+        let names = |v: &dpor_node::store::DealView| {
+            let mut ids = vec![v.c.0];
+            ids.extend(v.levels.iter().map(|(_, id, _)| *id));
+            ids.into_iter().map(|id| format!("run-{}-{}.blocks", id.tag.0, id.built_at)).collect::<Vec<_>>()
+        };
         let v = store.view(DEAL).unwrap();
-        let mut want = vec![format!("run-{}-{}.blocks", v.c.0.tag.0, v.c.0.built_at)];
-        want.extend(v.levels.iter().map(|(_, id, _)| format!("run-{}-{}.blocks", id.tag.0, id.built_at)));
+        let mut want = names(&v);
+        want.extend(names(&before_last));
         want.sort();
+        want.dedup();
         assert_eq!(run_files(dir.path()), want, "seed {seed}");
+        // The owner's next request (a σ̃ store) confirms: the previous state goes.
+        nonce += 1;
+        store.store_sealed(DEAL, nonce, v.c.0, 0, &[[1; 32]]).unwrap();
+        let mut want = names(&v);
+        want.sort();
+        assert_eq!(run_files(dir.path()), want, "seed {seed}, confirmed");
     }
 }
 
@@ -292,15 +307,22 @@ fn sealed_checksums_of_runs_are_stored_and_collected() {
     nonce += 1;
     store.store_sealed(DEAL, nonce, out.run, 0, &[[7; 32], [8; 32]]).unwrap();
     assert_eq!(store.sealed(DEAL, out.run, 0, 2).unwrap(), vec![Some([7; 32]), Some([8; 32])]);
-    for i in 0..n {
+    for i in 0..n - 1 {
         nonce += 1;
         store.write(DEAL, nonce, i, vec![i as u8; beta], [1; 32]).unwrap();
     }
+    // The last write was a C-rebuild: the state before it (old C included) keeps its
+    // files and σ̃ until the owner's next request confirms it has the answer.
     assert!(matches!(store.sealed(DEAL, out.run, 0, 2), Err(StoreError::UnknownRun { .. })));
+    assert_eq!(store.sealed(DEAL, c, 2, 1).unwrap(), vec![Some(s[0])]);
+    let new_c = store.view(DEAL).unwrap().c.0;
+    assert_ne!(new_c, c);
+    nonce += 1;
+    store.store_sealed(DEAL, nonce, new_c, 0, &[[5; 32]]).unwrap();
     assert!(matches!(store.sealed(DEAL, c, 0, 1), Err(StoreError::UnknownRun { .. })));
     drop(store);
     let db = sled::open(dir.path().join("meta.sled")).unwrap();
-    assert_eq!(db.scan_prefix(b"s").count(), 0, "σ̃ of collected runs remain");
+    assert_eq!(db.scan_prefix(b"s").count(), 1, "σ̃ of collected runs remain (only the new C's one is live)");
 }
 
 #[test]

@@ -209,6 +209,16 @@ pub enum Request {
         /// Entries.
         count: u64,
     },
+    /// Public: what became of the owner request with nonce `nonce` (crash recovery,
+    /// `docs/PROTOCOL.md` "Recovery"). Answer: [`Response::Outcome`]. An owner whose
+    /// request got no answer asks this before anything else, and verifies an
+    /// [`WireOutcome::Applied`] answer exactly as if it were the reply.
+    Outcome {
+        /// The deal.
+        deal: u64,
+        /// The nonce of the owner request in question.
+        nonce: u64,
+    },
     /// An owner operation, signed.
     Owner(Signed),
 }
@@ -226,6 +236,7 @@ impl Request {
             Request::Coded { .. } => "coded",
             Request::RunLeaves { .. } => "run-leaves",
             Request::Sealed { .. } => "sealed",
+            Request::Outcome { .. } => "outcome",
             Request::Owner(_) => "owner",
         }
     }
@@ -413,6 +424,39 @@ pub struct DealStatus {
     pub posted_version: Option<u64>,
 }
 
+/// What became of an owner request, by its nonce ([`Request::Outcome`]).
+///
+/// The node keeps the answer of the last write ([`OwnerOp::Write`]) and of the
+/// upload's [`OwnerOp::UploadFinish`], committed atomically with the operation itself,
+/// so an answer lost to a crash (of the node, the owner or the connection) can be
+/// asked for again. Nonces strictly increase, so a request the node has not applied
+/// can still be sent again with the same nonce and is applied at most once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WireOutcome {
+    /// The node has not accepted this nonce: `last_nonce` < nonce. Sending the same
+    /// request again (same nonce) is safe.
+    NotApplied {
+        /// The last nonce the node accepted for the deal (0 if none).
+        last_nonce: u64,
+    },
+    /// The node applied the request; `answer` is the reply it gave (or would have
+    /// given): [`Response::Written`] for a write, [`Response::Committed`] for an
+    /// upload finish.
+    Applied {
+        /// The nonce asked about.
+        nonce: u64,
+        /// The reply.
+        answer: Box<Response>,
+    },
+    /// The nonce is not above the last one accepted, but it is not the last write or
+    /// upload finish: the node accepted a later request (or this nonce carried another
+    /// kind of request, such as a σ̃ store) and keeps no answer for it.
+    Superseded {
+        /// The last nonce the node accepted.
+        last_nonce: u64,
+    },
+}
+
 /// Why a request failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ErrorCode {
@@ -565,6 +609,8 @@ pub enum Response {
         /// The signing provider account.
         provider: Address,
     },
+    /// For [`Request::Outcome`].
+    Outcome(WireOutcome),
     /// Any failure.
     Error(WireError),
 }
@@ -608,6 +654,20 @@ mod tests {
         assert!(OwnerOp::from_bytes(&[0xff, 0x00]).is_err());
         let signed = Request::Owner(Signed { deal: 1, nonce: 2, op: ByteBuf::from(op.to_bytes()), signature: ByteBuf::from(vec![0u8; 65]) });
         round_trip(&signed);
+    }
+
+    #[test]
+    fn outcomes_round_trip() {
+        let written = Response::Written {
+            step: WireStep::CRebuild,
+            run: WireRun { tag: 0, built_at: 8 },
+            run_root: B256::repeat_byte(2),
+            root_u: B256::repeat_byte(3),
+        };
+        round_trip(&Response::Outcome(WireOutcome::Applied { nonce: 7, answer: Box::new(written) }));
+        round_trip(&Response::Outcome(WireOutcome::NotApplied { last_nonce: 6 }));
+        round_trip(&Response::Outcome(WireOutcome::Superseded { last_nonce: 9 }));
+        round_trip(&Request::Outcome { deal: 1, nonce: 7 });
     }
 
     #[test]

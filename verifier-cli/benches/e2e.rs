@@ -124,6 +124,9 @@ async fn run(quick: bool) -> String {
         levels: Vec::new(),
         digest_version: 0,
         cache_levels: 16,
+        pending: None,
+        path: None,
+        stashed: None,
     };
     let auth = OwnerAuth { key: &owner_key, chain_id, market, deal: 1 };
     let file: Vec<u8> = (0..file_bytes).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();

@@ -9,7 +9,8 @@ use alloy::signers::SignerSync;
 use alloy_primitives::{Address, B256};
 use anyhow::{anyhow, bail, Context};
 use dpor_proto::messages::{
-    owner_request_hash, DealStatus, OwnerOp, Request, Response, Signed, WireDigest, WireRun, WireSample, WireStep,
+    owner_request_hash, DealStatus, ErrorCode, OwnerOp, Request, Response, Signed, WireDigest, WireError, WireOutcome,
+    WireRun, WireSample, WireStep,
 };
 use dpor_proto::net::{Client, Multiaddr, NetConfig};
 use serde_bytes::ByteBuf;
@@ -89,6 +90,14 @@ impl NodeClient {
         match self.call(Request::Status { deal }).await? {
             Response::Status(s) => Ok(s),
             other => unexpected("status", &other),
+        }
+    }
+
+    /// What became of the owner request with `nonce` (crash recovery).
+    pub async fn outcome(&self, deal: u64, nonce: u64) -> anyhow::Result<WireOutcome> {
+        match self.call(Request::Outcome { deal, nonce }).await? {
+            Response::Outcome(o) => Ok(o),
+            other => unexpected("outcome", &other),
         }
     }
 
@@ -225,6 +234,19 @@ impl NodeClient {
     }
 }
 
+/// The node's refusal code, if `e` is a refusal ([`Response::Error`]) rather than a
+/// transport failure or an unexpected answer.
+pub fn refusal(e: &anyhow::Error) -> Option<ErrorCode> {
+    e.chain().find_map(|c| c.downcast_ref::<WireError>()).map(|w| w.code)
+}
+
+/// Whether `e` proves the node did not apply the request: a refusal other than
+/// [`ErrorCode::Replay`] (a replay means the nonce was used, perhaps by this very
+/// request arriving twice) and [`ErrorCode::Internal`] (which may come after a commit).
+pub fn definitely_refused(e: &anyhow::Error) -> bool {
+    refusal(e).is_some_and(|c| !matches!(c, ErrorCode::Replay | ErrorCode::Internal))
+}
+
 fn unexpected<T>(what: &str, got: &Response) -> anyhow::Result<T> {
     let name = match got {
         Response::Status(_) => "Status",
@@ -240,6 +262,7 @@ fn unexpected<T>(what: &str, got: &Response) -> anyhow::Result<T> {
         Response::Committed { .. } => "Committed",
         Response::Written { .. } => "Written",
         Response::Cosigned { .. } => "Cosigned",
+        Response::Outcome(_) => "Outcome",
         Response::Error(_) => "Error",
     };
     bail!("the node answered the {what} request with an unexpected or mismatched {name} response")

@@ -5,8 +5,16 @@
 //! 0600), the deal's shape, the roots the owner has verified, the write counter, the
 //! last nonce it used with the node, the last digest version it posted, and the
 //! checksums σ of the filled levels up to `cache_levels` (levels above are fetched
-//! from the node as σ̃ when a rebuild consumes them). Saved atomically (temp file +
-//! rename) after every operation that changes it.
+//! from the node as σ̃ when a rebuild consumes them). Saved atomically (temp file,
+//! fsync, rename, fsync of the folder) after every operation that changes it.
+//!
+//! **Intent.** Before the owner sends a request whose answer changes its state (a
+//! write, the upload's finish), it saves the request as [`Pending`] in this file, and
+//! the checksums σ the answer must be checked against in a sidecar file
+//! `<state>.sigma` ([`OwnerState::stash_sigma`]); after checking the answer it commits
+//! the new state and clears the intent in one save. A crash (of the owner, the node
+//! or the connection) at any point thus leaves either the old state with an intent,
+//! which the next command resolves with the node (`owner::recover`), or the new one.
 
 use alloy_primitives::{Address, B256};
 use anyhow::Context;
@@ -15,7 +23,7 @@ use dpor_core::field::{self, Fp};
 use dpor_core::BlockFormat;
 use dpor_proto::messages::WireRun;
 use serde::{Deserialize, Serialize};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Default number of smallest levels whose checksums the owner caches: levels
 /// 0..15, at most 2^17·16 bytes = 2 MiB of checksums (N ≤ 2^16 files need no σ̃
@@ -33,6 +41,57 @@ pub struct RunEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sigma: Option<Vec<u64>>,
 }
+
+/// An owner request sent (or about to be sent) whose outcome is not yet in the state,
+/// or a step still to finish (see the module docs and `owner::recover`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Pending {
+    /// Write(i, B) with `nonce`: the node's answer must give `new_root_u` and build
+    /// `run`, whose checksums are in the sidecar.
+    Write {
+        /// Its nonce.
+        nonce: u64,
+        /// Block index.
+        index: u64,
+        /// The block, β bytes (to send it again if the node never got it).
+        block: alloy_primitives::Bytes,
+        /// Its σ̃_U.
+        sealed_u: B256,
+        /// rootU after the write, as the owner computed it.
+        new_root_u: B256,
+        /// The run the write must build.
+        run: WireRun,
+        /// Set when the node's answer failed verification: the node misbehaved, and
+        /// the owner stays on its previous state (the node must keep its runs).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rejected: Option<String>,
+    },
+    /// UploadFinish with `nonce`: the node must commit `root_u` and C@0, whose
+    /// checksums are in the sidecar.
+    UploadFinish {
+        /// Its nonce.
+        nonce: u64,
+        /// rootU of the uploaded blocks.
+        root_u: B256,
+        /// The file's length in bytes.
+        file_bytes: u64,
+        /// As for [`Pending::Write`].
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rejected: Option<String>,
+    },
+    /// The state is committed, but the σ̃ of `run` (checksums in the sidecar) are
+    /// stored on the node only below position `next`.
+    StoreSealed {
+        /// The run.
+        run: WireRun,
+        /// First position not yet acknowledged.
+        next: u64,
+    },
+}
+
+/// Magic of the checksum sidecar file.
+const SIGMA_MAGIC: &[u8; 12] = b"dpor-sigma-1";
 
 /// The owner's state for one deal.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -73,6 +132,16 @@ pub struct OwnerState {
     pub digest_version: u64,
     /// Levels below this keep their checksums here.
     pub cache_levels: u32,
+    /// The unfinished request or step, if any (see [`Pending`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<Pending>,
+    /// Where the state is saved ([`OwnerState::persist`]); `None` keeps it in memory
+    /// only (tests, benchmarks).
+    #[serde(skip)]
+    pub path: Option<PathBuf>,
+    /// The checksums of the pending run in memory: (run, size × ρ canonical values).
+    #[serde(skip)]
+    pub stashed: Option<(WireRun, Vec<u64>)>,
 }
 
 impl OwnerState {
@@ -80,28 +149,87 @@ impl OwnerState {
     pub fn load(path: &Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read the owner state {} (run `dpor deal open` first?)", path.display()))?;
-        serde_json::from_str(&text).with_context(|| format!("the owner state {} is corrupt", path.display()))
+        let mut state: Self =
+            serde_json::from_str(&text).with_context(|| format!("the owner state {} is corrupt", path.display()))?;
+        state.path = Some(path.to_path_buf());
+        Ok(state)
     }
 
-    /// Writes the state file atomically, readable by the owner only.
-    pub fn save(&self, path: &Path) -> anyhow::Result<()> {
-        let tmp = path.with_extension("tmp");
-        let text = serde_json::to_string_pretty(self)?;
-        {
-            use std::io::Write;
-            let mut opts = std::fs::OpenOptions::new();
-            opts.write(true).create(true).truncate(true);
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::OpenOptionsExt;
-                opts.mode(0o600);
-            }
-            let mut f = opts.open(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
-            f.write_all(text.as_bytes())?;
-            f.sync_all()?;
+    /// Saves the state to [`OwnerState::path`], if it has one.
+    pub fn persist(&self) -> anyhow::Result<()> {
+        match &self.path {
+            Some(p) => self.save(p),
+            None => Ok(()),
         }
-        std::fs::rename(&tmp, path).with_context(|| format!("cannot replace {}", path.display()))?;
+    }
+
+    fn sigma_path(&self) -> Option<PathBuf> {
+        self.path.as_ref().map(|p| PathBuf::from(format!("{}.sigma", p.display())))
+    }
+
+    /// Keeps the checksums `sigma` of `run` durably (the sidecar file, fsynced and
+    /// renamed into place) until [`OwnerState::drop_sigma`].
+    pub fn stash_sigma(&mut self, run: WireRun, sigma: &[Fp]) -> anyhow::Result<()> {
+        let values = sigma_to_u64(sigma);
+        if let Some(path) = self.sigma_path() {
+            let mut buf = Vec::with_capacity(SIGMA_MAGIC.len() + 20 + 8 * values.len() + 32);
+            buf.extend_from_slice(SIGMA_MAGIC);
+            buf.extend_from_slice(&run.tag.to_le_bytes());
+            buf.extend_from_slice(&run.built_at.to_le_bytes());
+            buf.extend_from_slice(&(values.len() as u64).to_le_bytes());
+            for v in &values {
+                buf.extend_from_slice(&v.to_le_bytes());
+            }
+            let check = alloy_primitives::keccak256(&buf);
+            buf.extend_from_slice(check.as_slice());
+            write_durably(&path, &buf)?;
+        }
+        self.stashed = Some((run, values));
         Ok(())
+    }
+
+    /// The stashed checksums of `run` (memory, else the sidecar file).
+    pub fn stashed_sigma(&self, run: WireRun) -> anyhow::Result<Vec<Fp>> {
+        if let Some((r, v)) = &self.stashed {
+            if *r == run {
+                return sigma_from_u64(v);
+            }
+        }
+        let path = self.sigma_path().context("no checksums kept for the pending run")?;
+        let buf = std::fs::read(&path).with_context(|| format!("cannot read the pending checksums {}", path.display()))?;
+        let bad = || anyhow::anyhow!("the pending checksums file {} is damaged", path.display());
+        let head = SIGMA_MAGIC.len() + 20;
+        if buf.len() < head + 32 || &buf[..SIGMA_MAGIC.len()] != SIGMA_MAGIC {
+            return Err(bad());
+        }
+        let (body, check) = buf.split_at(buf.len() - 32);
+        if alloy_primitives::keccak256(body).as_slice() != check {
+            return Err(bad());
+        }
+        let u32_at = |o: usize| body.get(o..o + 4).and_then(|b| b.try_into().ok()).map(u32::from_le_bytes);
+        let u64_at = |o: usize| body.get(o..o + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
+        let m = SIGMA_MAGIC.len();
+        let got = WireRun { tag: u32_at(m).ok_or_else(bad)?, built_at: u64_at(m + 4).ok_or_else(bad)? };
+        anyhow::ensure!(got == run, "the pending checksums file is for run {got:?}, not {run:?}");
+        let count = u64_at(m + 12).ok_or_else(bad)? as usize;
+        anyhow::ensure!(body.len() == head + 8 * count, "{}", bad());
+        let values: Vec<u64> = (0..count).map(|i| u64_at(head + 8 * i).unwrap_or(u64::MAX)).collect();
+        sigma_from_u64(&values)
+    }
+
+    /// Forgets the stashed checksums (deletes the sidecar).
+    pub fn drop_sigma(&mut self) {
+        self.stashed = None;
+        if let Some(p) = self.sigma_path() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+
+    /// Writes the state file atomically and durably (temp file, fsync, rename, fsync
+    /// of the folder), readable by the owner only.
+    pub fn save(&self, path: &Path) -> anyhow::Result<()> {
+        let text = serde_json::to_string_pretty(self)?;
+        write_durably(path, text.as_bytes())
     }
 
     /// The block format.
@@ -150,6 +278,34 @@ impl OwnerState {
     }
 }
 
+/// Writes `data` to `path` atomically and durably, mode 0600: a temp file beside it,
+/// fsync, rename over `path`, fsync of the folder.
+fn write_durably(path: &Path, data: &[u8]) -> anyhow::Result<()> {
+    let tmp = PathBuf::from(format!("{}.tmp", path.display()));
+    {
+        use std::io::Write;
+        let mut opts = std::fs::OpenOptions::new();
+        opts.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            opts.mode(0o600);
+        }
+        let mut f = opts.open(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
+        f.write_all(data)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot replace {}", path.display()))?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
 /// Checksums as canonical integers (for the JSON file).
 pub fn sigma_to_u64(s: &[Fp]) -> Vec<u64> {
     s.iter().map(|e| field::to_u64(*e)).collect()
@@ -164,3 +320,72 @@ pub fn sigma_from_u64(v: &[u64]) -> anyhow::Result<Vec<Fp>> {
 
 /// Width of checksum vectors (ρ).
 pub const SIGMA_WIDTH: usize = RHO;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(path: Option<PathBuf>) -> OwnerState {
+        OwnerState {
+            deal: 1,
+            chain_id: 31337,
+            market: Address::ZERO,
+            provider: Address::ZERO,
+            seed: B256::repeat_byte(1),
+            num_blocks: 4,
+            block_bytes: 64,
+            lambda: 8,
+            file_bytes: 0,
+            nonce: 0,
+            uploaded: false,
+            write_count: 0,
+            rebuild_count: 0,
+            root_u: B256::ZERO,
+            c: None,
+            levels: Vec::new(),
+            digest_version: 0,
+            cache_levels: 2,
+            pending: None,
+            path,
+            stashed: None,
+        }
+    }
+
+    #[test]
+    fn intents_and_stashed_checksums_survive_a_reload_and_damage_is_detected() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("owner.json");
+        let mut s = state(Some(path.clone()));
+        let run = WireRun { tag: 0, built_at: 4 };
+        let sigma: Vec<Fp> = (0..16u64).map(|i| field::from_bytes((i * 7).to_le_bytes()).unwrap()).collect();
+        s.stash_sigma(run, &sigma).unwrap();
+        s.pending = Some(Pending::StoreSealed { run, next: 3 });
+        s.persist().unwrap();
+        // A new process: only the files.
+        let back = OwnerState::load(&path).unwrap();
+        assert_eq!(back.pending, s.pending);
+        assert_eq!(back.stashed_sigma(run).unwrap(), sigma);
+        assert!(back.stashed_sigma(WireRun { tag: 1, built_at: 4 }).is_err(), "checksums of another run");
+        // One flipped byte in the sidecar is an error, never other checksums.
+        let side = PathBuf::from(format!("{}.sigma", path.display()));
+        let mut bytes = std::fs::read(&side).unwrap();
+        bytes[40] ^= 1;
+        std::fs::write(&side, &bytes).unwrap();
+        assert!(back.stashed_sigma(run).is_err());
+        let mut back = back;
+        back.drop_sigma();
+        assert!(!side.exists());
+    }
+
+    #[test]
+    fn a_state_file_without_an_intent_still_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.json");
+        let mut v = serde_json::to_value(state(None)).unwrap();
+        v.as_object_mut().unwrap().remove("pending");
+        std::fs::write(&path, v.to_string()).unwrap();
+        let s = OwnerState::load(&path).unwrap();
+        assert_eq!(s.pending, None);
+        assert_eq!(s.path.as_deref(), Some(path.as_path()));
+    }
+}

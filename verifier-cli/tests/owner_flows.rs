@@ -82,6 +82,9 @@ fn state(deal: u64, n: u64, beta: u32, market: Address) -> OwnerState {
         levels: Vec::new(),
         digest_version: 0,
         cache_levels: 2, // levels ≥ 2 exercise the σ̃ fetch path
+        pending: None,
+        path: None,
+        stashed: None,
     }
 }
 
@@ -139,4 +142,68 @@ async fn a_node_that_serves_wrong_blocks_fails_the_owners_spot_check() {
     let mut st = state(1, n, beta, node.market);
     let err = flows::upload(&node.client, &auth, &mut st, &[9u8; 500], None).await.unwrap_err();
     assert!(format!("{err:#}").contains("spot-check"), "{err:#}");
+    // The rejected upload stays rejected: no second, luckier spot-check later.
+    assert!(!st.uploaded);
+    let again = dpor_cli::owner::recover::recover(&node.client, &auth, &mut st).await.unwrap_err();
+    assert!(format!("{again:#}").contains("failed the owner's checks"), "{again:#}");
+}
+
+/// A node whose answer to a write fails the owner's spot-check (an honest server and a
+/// cheating one over the same store): the owner keeps its previous state, refuses to
+/// accept the answer later (no second, luckier spot-check), and still extracts the
+/// previous file from the previous state's runs, which the node keeps because the
+/// owner never confirmed the write (the consumed level would be collected otherwise).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_write_leaves_the_owner_on_its_previous_state_whose_runs_the_node_keeps() {
+    use dpor_cli::owner::recover;
+    use dpor_cli::owner_state::Pending;
+    let (n, beta) = (8u64, 64u32);
+    let dir = tempfile::tempdir().unwrap();
+    let owner = PrivateKeySigner::random();
+    let provider = PrivateKeySigner::random();
+    let market = Address::repeat_byte(0x42);
+    let store = Arc::new(Store::open(&dir.path().join("store"), StoreConfig { quota_bytes: None }).unwrap());
+    let deal = ChainDeal { owner: owner.address(), provider: provider.address(), num_blocks: n, block_bytes: beta, active: true };
+    let signer = Arc::new(ProviderSigner::new(provider, CHAIN, market));
+    let mut clients = Vec::new();
+    let mut servers = Vec::new();
+    for (i, m) in [Misbehavior::None, Misbehavior::WrongBlock].into_iter().enumerate() {
+        let handler = NodeHandler::new(store.clone(), Arc::new(Deals(vec![deal.clone()])), signer.clone()).with_misbehavior(m);
+        let server = net::serve(
+            net::load_or_create_keypair(&dir.path().join(format!("k{i}"))).unwrap(),
+            "/ip4/127.0.0.1/tcp/0".parse().unwrap(),
+            Arc::new(handler),
+            NetConfig::default(),
+        )
+        .await
+        .unwrap();
+        let addr = server.listen_addrs()[0].clone().with(libp2p::multiaddr::Protocol::P2p(server.peer_id()));
+        clients.push(NodeClient::connect(&addr.to_string(), Duration::from_secs(60)).await.unwrap());
+        servers.push(server);
+    }
+    let (honest, cheat) = (&clients[0], &clients[1]);
+    let auth = OwnerAuth { key: &owner, chain_id: CHAIN, market, deal: 1 };
+    let mut st = state(1, n, beta, market);
+    st.cache_levels = 0; // every level's σ̃ lives on the node
+    let mut model = vec![5u8; n as usize * beta as usize];
+    flows::upload(honest, &auth, &mut st, &model, None).await.unwrap();
+    // Write 1 builds level 0; write 2 (answered by the cheat) consumes it into level 1.
+    flows::write(honest, &auth, &mut st, 2, &[7u8; 64]).await.unwrap();
+    model[2 * 64..3 * 64].fill(7);
+    let level0 = st.levels[0].clone().unwrap().run;
+    let before = (st.root_u, st.write_count, st.levels.clone());
+    let err = flows::write(cheat, &auth, &mut st, 3, &[8u8; 64]).await.unwrap_err();
+    assert!(format!("{err:#}").contains("spot-check"), "{err:#}");
+    assert!(matches!(st.pending, Some(Pending::Write { rejected: Some(_), .. })), "{:?}", st.pending);
+    assert_eq!((st.root_u, st.write_count, st.levels.clone()), before, "the owner's state moved");
+    // The node applied the write; the owner refuses its answer from now on, even from
+    // the honest server (a fresh spot-check could pass by luck).
+    assert_eq!(honest.status(1).await.unwrap().write_count, 2);
+    let again = recover::recover(honest, &auth, &mut st).await.unwrap_err();
+    assert!(format!("{again:#}").contains("failed the owner's checks"), "{again:#}");
+    assert!(flows::write(honest, &auth, &mut st, 4, &[9u8; 64]).await.is_err());
+    // The previous state's level 0 (consumed by the write) is still served: extract works.
+    assert!(honest.sealed(1, level0, 0, 2).await.unwrap().iter().all(Option::is_some));
+    let (ext, _) = flows::extract(honest, &st, None).await.unwrap();
+    assert_eq!(ext, model);
 }

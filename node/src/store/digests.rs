@@ -3,7 +3,7 @@
 //! Also the owner's σ̃ of run positions.
 
 use super::error::{Result, StoreError};
-use super::meta::{self, DealMeta};
+use super::meta::{self, DealMeta, LastAnswer};
 use super::{lock, wlock, Store};
 use alloy_primitives::U256;
 use dpor_core::digest::Digest;
@@ -29,6 +29,18 @@ fn mismatch(m: &DealMeta, d: &Digest) -> Option<String> {
 }
 
 impl Store {
+    /// What became of the owner request with `nonce` (crash recovery): the last
+    /// accepted nonce and, if `nonce` was the last write or upload finish, its answer.
+    ///
+    /// Errors: [`StoreError::UnknownDeal`].
+    pub fn outcome(&self, deal: u64, nonce: u64) -> Result<(u64, Option<LastAnswer>)> {
+        self.with_state(deal, |st| {
+            let last = st.meta.last_nonce.unwrap_or(0);
+            let answer = st.meta.last_answer.as_ref().filter(|(n, _)| *n == nonce).map(|(_, a)| a.clone());
+            Ok((last, answer))
+        })
+    }
+
     /// Runs `f` on a copy of the deal's record under its mutation lock; if `f`
     /// returns a new record, commits it (with `batch`), installs it and collects
     /// garbage.
@@ -75,6 +87,8 @@ impl Store {
             }
             let mut new = m.clone();
             new.last_nonce = Some(nonce);
+            // A later owner request: the owner has the last write's answer.
+            new.previous.clear();
             Ok(Some(new))
         })
     }
@@ -100,6 +114,8 @@ impl Store {
             }
             let mut new = m.clone();
             new.cosigned = Some(digest.clone());
+            // The owner co-signs the current state: it has the last write's answer.
+            new.previous.clear();
             Ok(Some(new))
         })
     }

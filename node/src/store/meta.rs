@@ -13,8 +13,9 @@ use dpor_core::audit::RunTag;
 use dpor_core::digest::Digest;
 use dpor_core::state::RunId;
 
-/// Format version byte of [`DealMeta`] values.
-const META_VERSION: u8 = 1;
+/// Format version byte of [`DealMeta`] values written now. Version 1 (still read)
+/// lacks the last answer and the previous state's runs.
+const META_VERSION: u8 = 2;
 
 /// Prefix of deal records.
 pub(crate) const DEAL_PREFIX: u8 = b'd';
@@ -98,6 +99,16 @@ pub(crate) struct PendingU {
     pub(crate) sealed: [u8; 32],
 }
 
+/// The answer of the last write or upload finish, kept (with its nonce) so that an
+/// owner who lost it to a crash can ask for it again (`Request::Outcome`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LastAnswer {
+    /// A write's outcome.
+    Written(super::WriteOutcome),
+    /// The upload finish: (root U, C's id, root C).
+    Committed(B256, RunId, B256),
+}
+
 /// Everything committed about one deal (one sled value).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct DealMeta {
@@ -117,6 +128,12 @@ pub(crate) struct DealMeta {
     /// Open disputes: (dispute id, digest), ascending id.
     pub(crate) disputes: Vec<(u64, Digest)>,
     pub(crate) pending: Option<PendingU>,
+    /// The nonce and answer of the last write or upload finish.
+    pub(crate) last_answer: Option<(u64, LastAnswer)>,
+    /// The runs of the state before the last write (id, size, root): kept until the
+    /// owner's next accepted request, which shows it has the write's answer and moved
+    /// on (an owner that did not get the answer still references these runs).
+    pub(crate) previous: Vec<(RunId, u64, B256)>,
 }
 
 impl DealMeta {
@@ -135,6 +152,8 @@ impl DealMeta {
             posted: None,
             disputes: Vec::new(),
             pending: None,
+            last_answer: None,
+            previous: Vec::new(),
         }
     }
 
@@ -174,11 +193,17 @@ impl DealMeta {
         out
     }
 
-    /// Every run the deal must keep: the current state's and those of the co-signed,
-    /// posted and disputed digests (a run of a pinned digest that this store never
-    /// built is listed too; it simply has no file).
+    /// Every run the deal must keep: the current state's, the previous state's while
+    /// the owner has not confirmed the last write ([`DealMeta::previous`]), and those of
+    /// the co-signed, posted and disputed digests (a run of a pinned digest that this
+    /// store never built is listed too; it simply has no file).
     pub(crate) fn retained_runs(&self) -> Vec<(RunId, u64, B256)> {
         let mut out = self.current_runs();
+        for r in &self.previous {
+            if !out.iter().any(|(id, _, _)| *id == r.0) {
+                out.push(*r);
+            }
+        }
         let pinned = self.cosigned.iter().chain(self.posted.iter()).chain(self.disputes.iter().map(|(_, d)| d));
         for d in pinned {
             for r in d.run_ids() {
@@ -252,6 +277,43 @@ impl DealMeta {
             }
             None => w.u8(0),
         }
+        match &self.last_answer {
+            Some((nonce, a)) => {
+                w.u8(1);
+                w.u64(*nonce);
+                match a {
+                    LastAnswer::Written(o) => {
+                        w.u8(0);
+                        match o.step {
+                            dpor_core::state::WriteStep::Level(l) => {
+                                w.u8(0);
+                                w.u32(l);
+                            }
+                            dpor_core::state::WriteStep::CRebuild => {
+                                w.u8(1);
+                                w.u32(0);
+                            }
+                        }
+                        run_id(&mut w, &o.run);
+                        w.raw(o.run_root.as_slice());
+                        w.raw(o.root_u.as_slice());
+                    }
+                    LastAnswer::Committed(root_u, c, root_c) => {
+                        w.u8(1);
+                        w.raw(root_u.as_slice());
+                        run_id(&mut w, c);
+                        w.raw(root_c.as_slice());
+                    }
+                }
+            }
+            None => w.u8(0),
+        }
+        w.u32(self.previous.len() as u32);
+        for (id, size, root) in &self.previous {
+            run_id(&mut w, id);
+            w.u64(*size);
+            w.raw(root.as_slice());
+        }
         w.buf
     }
 
@@ -259,7 +321,7 @@ impl DealMeta {
     pub(crate) fn decode(bytes: &[u8]) -> Result<Self> {
         let mut r = Reader::new(bytes, "deal record");
         let v = r.u8()?;
-        if v != META_VERSION {
+        if v != 1 && v != META_VERSION {
             return Err(StoreError::Corrupt(format!("deal record version {v}")));
         }
         let params = DealParams { deal: r.u64()?, owner: r.address()?, num_blocks: r.u64()?, block_bytes: r.u32()? };
@@ -287,6 +349,7 @@ impl DealMeta {
         } else {
             None
         };
+        let (last_answer, previous) = if v >= 2 { (read_last_answer(&mut r)?, read_previous(&mut r)?) } else { (None, Vec::new()) };
         r.finish()?;
         let meta = Self {
             params,
@@ -301,6 +364,8 @@ impl DealMeta {
             posted,
             disputes,
             pending,
+            last_answer,
+            previous,
         };
         meta.check()?;
         Ok(meta)
@@ -341,6 +406,32 @@ fn flag(r: &mut Reader<'_>) -> Result<bool> {
         1 => Ok(true),
         x => Err(StoreError::Corrupt(format!("flag byte {x}"))),
     }
+}
+
+fn read_last_answer(r: &mut Reader<'_>) -> Result<Option<(u64, LastAnswer)>> {
+    if !flag(r)? {
+        return Ok(None);
+    }
+    let nonce = r.u64()?;
+    let answer = match r.u8()? {
+        0 => {
+            let step = match (r.u8()?, r.u32()?) {
+                (0, l) => dpor_core::state::WriteStep::Level(l),
+                (1, _) => dpor_core::state::WriteStep::CRebuild,
+                (x, _) => return Err(StoreError::Corrupt(format!("write step kind {x}"))),
+            };
+            let run = read_run_id(r)?;
+            LastAnswer::Written(super::WriteOutcome { step, run, run_root: r.b256()?, root_u: r.b256()? })
+        }
+        1 => LastAnswer::Committed(r.b256()?, read_run_id(r)?, r.b256()?),
+        x => return Err(StoreError::Corrupt(format!("answer kind {x}"))),
+    };
+    Ok(Some((nonce, answer)))
+}
+
+fn read_previous(r: &mut Reader<'_>) -> Result<Vec<(RunId, u64, B256)>> {
+    let n = r.count(65)?;
+    (0..n).map(|_| Ok((read_run_id(r)?, r.u64()?, r.b256()?))).collect()
 }
 
 fn run_id(w: &mut Writer, id: &RunId) {

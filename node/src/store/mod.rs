@@ -32,14 +32,16 @@
 //!    U[i] = B. Readers are not blocked meanwhile.
 //! 3. Write the run's `.blocks` and `.tree` under `.tmp` names, fsync, rename, fsync the
 //!    directory. Failure (ENOSPC included): the files are removed, nothing changed.
-//! 4. One sled write of the deal record with the new counters, nonce, manifest, root U
-//!    and a *pending U update* (i, B, σ̃), then `flush`. **This is the commit and the
+//! 4. One sled write of the deal record with the new counters, nonce, manifest, root U,
+//!    the write's answer (kept for `Request::Outcome`), the previous state's runs (kept
+//!    until the owner confirms) and a *pending U update* (i, B, σ̃), then `flush`. **This is the commit and the
 //!    acknowledgement point.**
 //! 5. Apply the pending update to `u.blocks`, `u.sealed`, `u.roots` (pwrite + fsync),
 //!    then clear it (idempotent: re-applied on open if a crash came first).
 //! 6. Garbage-collect: delete the run files (and their σ̃) referenced by none of: the
-//!    current state, the latest co-signed digest, the latest posted digest, the digest
-//!    of any open dispute.
+//!    current state, the state before the last write until the owner confirms it
+//!    (its next accepted request), the latest co-signed digest, the latest posted
+//!    digest, the digest of any open dispute.
 //!
 //! Uploads, σ̃ stores and digest pins follow the same rule: data files first (durable),
 //! then one flushed sled write that references them. On [`Store::open`]: pending U
@@ -79,7 +81,7 @@ mod upload;
 mod write;
 
 pub use error::StoreError;
-pub use meta::{DealParams, Phase};
+pub use meta::{DealParams, LastAnswer, Phase};
 
 use alloy_primitives::B256;
 use dpor_core::block::BlockFormat;
@@ -131,6 +133,10 @@ pub struct DealView {
     pub posted: Option<Digest>,
     /// Ids of the open disputes whose digests are pinned, ascending.
     pub disputes: Vec<u64>,
+    /// The runs of the state before the last write, kept (files and σ̃) until the
+    /// owner's next accepted request shows it has the write's answer (see
+    /// docs/ARCHITECTURE.md, "Garbage collection"); empty once confirmed.
+    pub previous: Vec<RunId>,
 }
 
 /// What a write did.
@@ -200,6 +206,7 @@ impl DealState {
             cosigned: m.cosigned.clone(),
             posted: m.posted.clone(),
             disputes: m.disputes.iter().map(|(id, _)| *id).collect(),
+            previous: m.previous.iter().map(|(id, _, _)| *id).collect(),
         }
     }
 

@@ -149,6 +149,7 @@ impl Store {
         meta.last_nonce = Some(nonce);
         meta.root_u = tree.root();
         meta.c = Some((C0, root_c));
+        meta.last_answer = Some((nonce, super::meta::LastAnswer::Committed(meta.root_u, C0, root_c)));
         if let Err(e) = self.commit(&meta, Some(&old), sled::Batch::default()) {
             runs::remove_run(&st.dir, C0);
             return Err(e);

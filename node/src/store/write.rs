@@ -2,7 +2,7 @@
 //! module docs of [`super`].
 
 use super::error::{Result, StoreError};
-use super::meta::PendingU;
+use super::meta::{LastAnswer, PendingU};
 use super::upload::read_u_chunked;
 use super::{lock, rlock, runs, wlock, DealState, Store, WriteOutcome};
 use dpor_core::merkle;
@@ -54,6 +54,10 @@ impl Store {
         let mut new = meta.clone();
         new.last_nonce = Some(nonce);
         new.root_u = root_u;
+        // The state before this write stays collectable only once the owner confirms
+        // it has the answer (its next accepted request): see `DealMeta::previous`.
+        new.previous = meta.current_runs();
+        new.last_answer = Some((nonce, LastAnswer::Written(WriteOutcome { step, run, run_root, root_u })));
         match step {
             WriteStep::Level(l) => {
                 new.levels.retain(|(level, _, _)| *level > l);

@@ -2,7 +2,7 @@
 //! extract, status. Each loads the owner state, talks to the chain and the node,
 //! verifies, saves the state and reports.
 
-use super::flows;
+use super::{flows, recover};
 use crate::context::Ctx;
 use crate::node_client::OwnerAuth;
 use crate::output::Output;
@@ -163,6 +163,9 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
                 levels: Vec::new(),
                 digest_version: 0,
                 cache_levels,
+                pending: None,
+                path: None,
+                stashed: None,
             };
             state.save(&ctx.state_path)?;
             Ok(Output::new(
@@ -181,7 +184,7 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
             let auth = OwnerAuth { key, chain_id: state.chain_id, market: state.market, deal: state.deal };
             // Wait (briefly) for the provider to accept the deal.
             wait_active(ctx, state.deal).await?;
-            sync_nonce(&node, &mut state).await;
+            settle(&node, &auth, &mut state).await?;
             let bar = ctx.bar("upload");
             let started = Instant::now();
             let result = flows::upload(&node, &auth, &mut state, &data, Some(&bar)).await;
@@ -205,8 +208,9 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
             ))
         }
         OwnerCommand::Read { index, out } => {
-            let state = OwnerState::load(&ctx.state_path)?;
+            let mut state = OwnerState::load(&ctx.state_path)?;
             let node = ctx.node_for_deal(state.deal).await?;
+            settle_if_pending(ctx, &node, &mut state).await?;
             let block = flows::read(&node, &state, index).await?;
             match out {
                 Some(p) => {
@@ -236,7 +240,7 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
             let node = ctx.node_for_deal(state.deal).await?;
             let key = ctx.key()?;
             let auth = OwnerAuth { key, chain_id: state.chain_id, market: state.market, deal: state.deal };
-            sync_nonce(&node, &mut state).await;
+            settle(&node, &auth, &mut state).await?;
             let result = flows::write(&node, &auth, &mut state, index, &data).await;
             state.save(&ctx.state_path)?;
             let r = result?;
@@ -251,13 +255,16 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
         }
         OwnerCommand::Checkpoint => {
             let mut state = OwnerState::load(&ctx.state_path)?;
-            ensure!(state.uploaded, "upload the file first");
             let key = ctx.key()?;
             let node = ctx.node_for_deal(state.deal).await?;
             let auth = OwnerAuth { key, chain_id: state.chain_id, market: state.market, deal: state.deal };
-            sync_nonce(&node, &mut state).await;
+            settle(&node, &auth, &mut state).await?;
+            ensure!(state.uploaded, "upload the file first");
             let onchain = ctx.market.get_deal(state.deal).await?;
-            let version = state.digest_version.max(onchain.digest_version) + 1;
+            // Above any version the node co-signed: after a lost co-sign answer the node
+            // has signed a version the owner never posted, and will not sign it again.
+            let node_cosigned = node.status(state.deal).await?.cosigned_version.unwrap_or(0);
+            let version = state.digest_version.max(onchain.digest_version).max(node_cosigned) + 1;
             let digest = flows::next_digest(&state, version);
             let hash = digest.digest_hash(state.chain_id, state.market);
             let owner_sig = key.sign_hash_sync(&hash).context("signing the digest")?.as_bytes().to_vec();
@@ -289,8 +296,9 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
             ))
         }
         OwnerCommand::Download { out } => {
-            let state = OwnerState::load(&ctx.state_path)?;
+            let mut state = OwnerState::load(&ctx.state_path)?;
             let node = ctx.node_for_deal(state.deal).await?;
+            settle_if_pending(ctx, &node, &mut state).await?;
             let bar = ctx.bar("download");
             let started = Instant::now();
             let data = flows::download(&node, &state, Some(&bar)).await;
@@ -304,8 +312,14 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
             ))
         }
         OwnerCommand::Extract { out } => {
-            let state = OwnerState::load(&ctx.state_path)?;
+            let mut state = OwnerState::load(&ctx.state_path)?;
             let node = ctx.node_for_deal(state.deal).await?;
+            // After a rejected answer the owner extracts from its previous state, whose
+            // runs the node keeps.
+            match state.pending.as_ref().and_then(recover::rejected) {
+                Some(why) => eprintln!("dpor: warning: {why}"),
+                None => settle_if_pending(ctx, &node, &mut state).await?,
+            }
             let bar = ctx.bar("extract");
             let started = Instant::now();
             let result = flows::extract(&node, &state, Some(&bar)).await;
@@ -326,7 +340,13 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
             Ok(Output::new(human.trim_end().to_string(), json!({"bytes": data.len(), "seconds": secs, "runs": runs, "out": out})))
         }
         OwnerCommand::Status => {
-            let state = OwnerState::load(&ctx.state_path)?;
+            let mut state = OwnerState::load(&ctx.state_path)?;
+            let mut recovery = None;
+            if state.pending.is_some() {
+                if let Ok(n) = ctx.node_for_deal(state.deal).await {
+                    recovery = Some(settle_if_pending(ctx, &n, &mut state).await.map_err(|e| format!("{e:#}")));
+                }
+            }
             let onchain = ctx.market.get_deal(state.deal).await.ok().filter(|d| d.state != dpor_chain::DealState::None);
             let node = match ctx.node_for_deal(state.deal).await {
                 Ok(n) => n.status(state.deal).await.map_err(|e| format!("{e:#}")),
@@ -346,6 +366,11 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
                 state.digest_version,
                 state.nonce
             );
+            match (&recovery, &state.pending) {
+                (Some(Err(e)), _) => human.push_str(&format!("\n  unfinished request: {e}")),
+                (_, Some(p)) => human.push_str(&format!("\n  unfinished request: {p:?}")),
+                _ => {}
+            }
             if let Some(d) = &onchain {
                 human.push_str(&format!("\n  chain: {:?}, digest v{}, provider {}", d.state, d.digest_version, d.provider));
             }
@@ -367,7 +392,9 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
                 json!({
                     "deal": state.deal, "num_blocks": state.num_blocks, "block_bytes": state.block_bytes,
                     "file_bytes": state.file_bytes, "write_count": state.write_count, "rebuild_count": state.rebuild_count,
-                    "root_u": state.root_u, "digest_version": state.digest_version,
+                    "root_u": state.root_u, "digest_version": state.digest_version, "nonce": state.nonce,
+                    "pending": state.pending.as_ref().map(|p| serde_json::to_value(p).unwrap_or_default()),
+                    "recovery_error": recovery.as_ref().and_then(|r| r.as_ref().err()),
                     "chain_state": onchain.as_ref().map(|d| format!("{:?}", d.state)),
                     "node": node.as_ref().ok().map(|s| json!({"write_count": s.write_count, "root_u": s.root_u, "posted_version": s.posted_version})),
                 }),
@@ -376,12 +403,24 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
     }
 }
 
-/// Moves the owner's nonce past the node's last accepted one (after a crash between
-/// sending a request and saving the state, the node may be ahead).
-async fn sync_nonce(node: &crate::node_client::NodeClient, state: &mut OwnerState) {
-    if let Ok(s) = node.status(state.deal).await {
-        state.nonce = state.nonce.max(s.last_nonce);
+/// Settles the owner's unfinished request with the node ([`recover::recover`]) and
+/// tells the user what it did (on stderr, so `--json` output stays one object).
+async fn settle(node: &crate::node_client::NodeClient, auth: &OwnerAuth<'_>, state: &mut OwnerState) -> anyhow::Result<()> {
+    let notes = recover::recover(node, auth, state).await.context("settling the previous, interrupted request with the node")?;
+    for n in notes {
+        eprintln!("dpor: recovered: {n}");
     }
+    Ok(())
+}
+
+/// [`settle`] for commands that need no key unless a request is unfinished.
+async fn settle_if_pending(ctx: &Ctx, node: &crate::node_client::NodeClient, state: &mut OwnerState) -> anyhow::Result<()> {
+    if state.pending.is_none() {
+        return Ok(());
+    }
+    let key = ctx.key()?;
+    let auth = OwnerAuth { key, chain_id: state.chain_id, market: state.market, deal: state.deal };
+    settle(node, &auth, state).await
 }
 
 /// Waits up to a minute for the provider to accept the deal.

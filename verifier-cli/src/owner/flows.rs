@@ -3,8 +3,8 @@
 //! owner's state moves on. No chain access here (see `commands.rs`), so benchmarks and
 //! tests can drive a node directly.
 
-use crate::node_client::{NodeClient, OwnerAuth};
-use crate::owner_state::{sigma_from_u64, sigma_to_u64, OwnerState, RunEntry, SIGMA_WIDTH};
+use crate::node_client::{definitely_refused, NodeClient, OwnerAuth, Written};
+use crate::owner_state::{sigma_from_u64, sigma_to_u64, OwnerState, Pending, RunEntry, SIGMA_WIDTH};
 use alloy_primitives::{B256, U256};
 use anyhow::{bail, ensure, Context};
 use dpor_core::audit::{spot_check, RunCommitment, SampleResponse};
@@ -52,6 +52,28 @@ pub fn spot_positions(size: u64, lambda: u32) -> Vec<u64> {
     (0..lambda).map(|_| rng.gen_range(0..size)).collect()
 }
 
+/// An answer of the node that fails the owner's checks: the node misbehaved (as
+/// opposed to a request that failed, which may be tried again).
+#[derive(Debug)]
+pub struct Misbehaved(pub String);
+
+impl std::fmt::Display for Misbehaved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Misbehaved {}
+
+/// Fails with [`Misbehaved`] unless `ok`.
+fn check(ok: bool, why: impl FnOnce() -> String) -> anyhow::Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(Misbehaved(why()).into())
+    }
+}
+
 /// Spot-checks a run the node built against the checksums the owner expects
 /// (`expected`: size × ρ), asking for λ samples in batches.
 #[allow(clippy::too_many_arguments)]
@@ -77,43 +99,51 @@ pub async fn spot_check_run(
             .collect();
         let failures = spot_check(keys, format, &commitment, expected, chunk, &samples);
         if let Some(f) = failures.first() {
-            bail!(
+            return Err(Misbehaved(format!(
                 "the node's run {} failed the owner's spot-check at position {}: {} ({} of {} samples bad)",
                 RunId::from(run),
                 f.position,
                 f.fault,
                 failures.len(),
                 chunk.len()
-            );
+            ))
+            .into());
         }
     }
     Ok(positions.len())
 }
 
-/// Stores the owner's σ̃ for every position of `run` on the node, in batches.
-pub async fn store_sealed(
-    node: &NodeClient,
-    auth: &OwnerAuth<'_>,
-    state: &mut OwnerState,
-    keys: &OwnerKeys,
-    run: WireRun,
-    sigma: &[Fp],
-) -> anyhow::Result<()> {
+/// Finishes a [`Pending::StoreSealed`] step: stores the owner's σ̃ of the run's
+/// positions from `next` on, in batches, saving progress after each acknowledged
+/// batch; then clears the step and the stashed checksums. Storing a σ̃ twice is
+/// harmless, so after a crash the step simply continues from the saved position.
+pub async fn store_pending_sealed(node: &NodeClient, auth: &OwnerAuth<'_>, state: &mut OwnerState, keys: &OwnerKeys) -> anyhow::Result<()> {
+    let Some(Pending::StoreSealed { run, next }) = state.pending.clone() else {
+        return Ok(());
+    };
+    let sigma = state.stashed_sigma(run)?;
     let id = RunId::from(run);
-    let sealed: Vec<B256> = sigma
-        .chunks_exact(RHO)
-        .enumerate()
-        .map(|(p, s)| {
-            let s: [Fp; RHO] = [s[0], s[1]];
-            B256::from(keys.seal(Place::Run { tag: id.tag, built_at: id.built_at, position: p as u64 }, &s))
-        })
-        .collect();
-    let per = batch_len(40) as usize;
-    for (i, chunk) in sealed.chunks(per).enumerate() {
-        let op = OwnerOp::StoreSealed { run, start: (i * per) as u64, sealed: chunk.to_vec() };
+    let size = (sigma.len() / RHO) as u64;
+    let per = batch_len(40);
+    let mut start = next;
+    while start < size {
+        let count = per.min(size - start);
+        let sealed: Vec<B256> = (start..start + count)
+            .map(|p| {
+                let i = p as usize * RHO;
+                let s: [Fp; RHO] = [sigma[i], sigma[i + 1]];
+                B256::from(keys.seal(Place::Run { tag: id.tag, built_at: id.built_at, position: p }, &s))
+            })
+            .collect();
         let nonce = state.next_nonce();
-        node.owner_accepted(auth, nonce, op).await?;
+        node.owner_accepted(auth, nonce, OwnerOp::StoreSealed { run, start, sealed }).await?;
+        start += count;
+        state.pending = Some(Pending::StoreSealed { run, next: start });
+        state.persist()?;
     }
+    state.pending = None;
+    state.persist()?;
+    state.drop_sigma();
     Ok(())
 }
 
@@ -142,6 +172,7 @@ pub async fn upload(
     file: &[u8],
     bar: Option<&ProgressBar>,
 ) -> anyhow::Result<UploadReport> {
+    super::recover::recover(node, auth, state).await?;
     ensure!(!state.uploaded, "this deal's file is already uploaded (use `write` to change it)");
     let format = state.format()?;
     let keys = state.keys()?;
@@ -177,23 +208,92 @@ pub async fn upload(
             b.inc((chunk.len() * format.block_bytes()) as u64);
         }
     }
-    let nonce = state.next_nonce();
-    let (root_u, c, root_c) = node.upload_finish(auth, nonce).await?;
     let my_root_u = merkle::u_tree(&blocks, &sealed_u).context("U tree")?.root();
-    ensure!(root_u == my_root_u, "the node committed rootU {root_u}, but the uploaded blocks give {my_root_u}");
-    ensure!(c.tag == 0 && c.built_at == 0, "the node named C {} instead of C@0", RunId::from(c));
     let expected = code::c_rebuild(&sigma, state.log_blocks(), SIGMA_WIDTH)?;
+    // The intent first (durably), then the request.
+    let nonce = state.next_nonce();
+    state.stash_sigma(C0, &expected)?;
+    state.pending = Some(Pending::UploadFinish { nonce, root_u: my_root_u, file_bytes: file.len() as u64, rejected: None });
+    state.persist()?;
+    let answer = node.upload_finish(auth, nonce).await;
+    let (root_u, c, root_c) = match answer {
+        Ok(a) => a,
+        Err(e) if definitely_refused(&e) => {
+            state.pending = None;
+            state.persist()?;
+            state.drop_sigma();
+            return Err(e);
+        }
+        Err(e) => return Err(e.context(LOST_ANSWER)),
+    };
+    let checked = finish_upload(node, auth, state, root_u, c, root_c).await?;
+    Ok(UploadReport { file_bytes: file.len() as u64, num_blocks: state.num_blocks, root_u, root_c, spot_checked: checked })
+}
+
+/// C@0, the run an upload builds.
+const C0: WireRun = WireRun { tag: 0, built_at: 0 };
+
+/// What an owner command says when a request got no answer (its intent is saved).
+pub const LOST_ANSWER: &str = "the node did not answer; the request is saved and the next command \
+     (e.g. `dpor status`) learns its outcome from the node and completes it";
+
+/// Checks the node's answer to a [`Pending::UploadFinish`] (as it arrived, or as the
+/// node reported it after a crash), spot-checks C, commits the state, and stores σ̃_C.
+/// A failed check marks the intent rejected (the node misbehaved) and errors.
+pub(crate) async fn finish_upload(
+    node: &NodeClient,
+    auth: &OwnerAuth<'_>,
+    state: &mut OwnerState,
+    root_u: B256,
+    c: WireRun,
+    root_c: B256,
+) -> anyhow::Result<usize> {
+    let Some(Pending::UploadFinish { root_u: my_root_u, file_bytes, .. }) = state.pending.clone() else {
+        bail!("no upload finish is pending");
+    };
+    let format = state.format()?;
+    let keys = state.keys()?;
+    let expected = state.stashed_sigma(C0)?;
     let size = 2 * state.num_blocks;
-    let checked = spot_check_run(node, state.deal, &keys, &format, c, root_c, size, &expected, state.lambda).await?;
-    store_sealed(node, auth, state, &keys, c, &expected).await?;
+    let verdict = async {
+        check(root_u == my_root_u, || format!("the node committed rootU {root_u}, but the uploaded blocks give {my_root_u}"))?;
+        check(c == C0, || format!("the node named C {} instead of C@0", RunId::from(c)))?;
+        spot_check_run(node, state.deal, &keys, &format, c, root_c, size, &expected, state.lambda).await
+    }
+    .await;
+    let checked = match verdict {
+        Ok(n) => n,
+        Err(e) => return Err(reject(state, e)),
+    };
     state.uploaded = true;
-    state.file_bytes = file.len() as u64;
+    state.file_bytes = file_bytes;
     state.root_u = root_u;
     state.c = Some(RunEntry { run: c, root: root_c, sigma: None });
     state.levels = vec![None; state.log_blocks() as usize];
     state.write_count = 0;
     state.rebuild_count = 0;
-    Ok(UploadReport { file_bytes: file.len() as u64, num_blocks: state.num_blocks, root_u, root_c, spot_checked: checked })
+    state.pending = Some(Pending::StoreSealed { run: c, next: 0 });
+    state.persist()?;
+    store_pending_sealed(node, auth, state, &keys).await?;
+    Ok(checked)
+}
+
+/// Marks the pending request rejected (its answer failed the owner's checks: the
+/// node misbehaved) and returns the error. A transport failure while checking (the
+/// node went away) leaves the intent as it is, to be checked again.
+fn reject(state: &mut OwnerState, e: anyhow::Error) -> anyhow::Error {
+    if !e.chain().any(|c| c.downcast_ref::<Misbehaved>().is_some()) {
+        return e;
+    }
+    let why = format!("{e:#}");
+    match &mut state.pending {
+        Some(Pending::Write { rejected, .. }) | Some(Pending::UploadFinish { rejected, .. }) => *rejected = Some(why),
+        _ => {}
+    }
+    if let Err(save) = state.persist() {
+        return e.context(format!("(and the owner state could not be saved: {save:#})"));
+    }
+    e
 }
 
 /// What a write did.
@@ -278,6 +378,7 @@ pub async fn write(
     index: u64,
     data: &[u8],
 ) -> anyhow::Result<WriteReport> {
+    super::recover::recover(node, auth, state).await?;
     ensure!(state.uploaded, "upload the file first");
     let format = state.format()?;
     let keys = state.keys()?;
@@ -321,33 +422,75 @@ pub async fn write(
         }
     };
 
-    // (2) the write itself.
+    // (2) the intent, durably, then the write itself.
     let nonce = state.next_nonce();
-    let written = node.write(auth, nonce, index, block, B256::from(sealed)).await?;
-    ensure!(
-        written.root_u == new_root_u,
-        "the node's new rootU {} differs from the owner's {new_root_u}",
-        written.root_u
-    );
-    ensure!(
-        RunId::from(written.run) == expected_run,
-        "the node built run {}, expected {expected_run}",
-        RunId::from(written.run)
-    );
-    let step_ok = matches!((step, written.step), (WriteStep::CRebuild, WireStep::CRebuild))
-        || matches!((step, written.step), (WriteStep::Level(a), WireStep::Level(b)) if a == b);
-    ensure!(step_ok, "the node reports rebuild {:?}, expected {:?}", written.step, step);
+    let run = WireRun::from(expected_run);
+    state.stash_sigma(run, &expected)?;
+    state.pending = Some(Pending::Write {
+        nonce,
+        index,
+        block: block.clone().into(),
+        sealed_u: B256::from(sealed),
+        new_root_u,
+        run,
+        rejected: None,
+    });
+    state.persist()?;
+    let written = match node.write(auth, nonce, index, block, B256::from(sealed)).await {
+        Ok(w) => w,
+        Err(e) if definitely_refused(&e) => {
+            state.pending = None;
+            state.persist()?;
+            state.drop_sigma();
+            return Err(e);
+        }
+        Err(e) => return Err(e.context(LOST_ANSWER)),
+    };
+    let mut report = finish_write(node, auth, state, written).await?;
+    report.sealed_fetched = fetched;
+    Ok(report)
+}
 
-    // (5) spot-check the new run against the predicted checksums.
+/// Checks the node's answer to a [`Pending::Write`] (as it arrived, or as the node
+/// reported it after a crash) exactly as the write flow does: the new rootU, the run's
+/// name and step, a spot-check of the new run against the stashed checksums; then
+/// commits the new state, and stores the new run's σ̃ if the owner does not cache it.
+/// A failed check marks the intent rejected and errors.
+pub(crate) async fn finish_write(
+    node: &NodeClient,
+    auth: &OwnerAuth<'_>,
+    state: &mut OwnerState,
+    written: Written,
+) -> anyhow::Result<WriteReport> {
+    let Some(Pending::Write { index, new_root_u, run, .. }) = state.pending.clone() else {
+        bail!("no write is pending");
+    };
+    let format = state.format()?;
+    let keys = state.keys()?;
+    let expected_run = RunId::from(run);
+    let expected = state.stashed_sigma(run)?;
     let size = (expected.len() / RHO) as u64;
-    let checked = spot_check_run(node, state.deal, &keys, &format, written.run, written.run_root, size, &expected, state.lambda).await?;
+    let verdict = async {
+        check(written.root_u == new_root_u, || format!("the node's new rootU {} differs from the owner's {new_root_u}", written.root_u))?;
+        check(RunId::from(written.run) == expected_run, || format!("the node built run {}, expected {expected_run}", RunId::from(written.run)))?;
+        let step_ok = match (expected_run.tag.as_level(), written.step) {
+            (None, WireStep::CRebuild) => true,
+            (Some(a), WireStep::Level(b)) => a == b,
+            _ => false,
+        };
+        check(step_ok, || format!("the node reports rebuild {:?} for run {expected_run}", written.step))?;
+        // (5) spot-check the new run against the predicted checksums.
+        spot_check_run(node, state.deal, &keys, &format, written.run, written.run_root, size, &expected, state.lambda).await
+    }
+    .await;
+    let checked = match verdict {
+        Ok(n) => n,
+        Err(e) => return Err(reject(state, e)),
+    };
 
-    // (4) store σ̃ of the new run where the owner will not cache it, and update the state.
+    // (4) commit the new state; the new run's σ̃ go to the node unless cached.
     let entry_level = expected_run.tag.as_level();
     let cache = entry_level.is_some_and(|l| l < state.cache_levels);
-    if !cache {
-        store_sealed(node, auth, state, &keys, written.run, &expected).await?;
-    }
     state.root_u = new_root_u;
     match entry_level {
         Some(level) => {
@@ -367,6 +510,15 @@ pub async fn write(
             state.rebuild_count += 1;
         }
     }
+    if cache {
+        state.pending = None;
+        state.persist()?;
+        state.drop_sigma();
+    } else {
+        state.pending = Some(Pending::StoreSealed { run: written.run, next: 0 });
+        state.persist()?;
+        store_pending_sealed(node, auth, state, &keys).await?;
+    }
     Ok(WriteReport {
         index,
         rebuilt: match entry_level {
@@ -377,7 +529,7 @@ pub async fn write(
         run_root: written.run_root,
         root_u: new_root_u,
         spot_checked: checked,
-        sealed_fetched: fetched,
+        sealed_fetched: 0,
     })
 }
 

@@ -92,6 +92,14 @@ pub struct Proc {
 }
 
 impl Proc {
+    /// kill -9 now, and reap it.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
     /// Whether it is still running.
     pub fn alive(&mut self) -> bool {
         matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))

@@ -1,0 +1,410 @@
+//! Kill campaign (issue 10, finding 3): a long series of owner writes with the real
+//! `dpor` CLI against a real `dpor-node` process (anvil with the contracts behind it),
+//! killing the node — or the CLI — with SIGKILL at chosen moments, restarting the node,
+//! and requiring the owner to carry on with the same deal and lose nothing.
+//!
+//! The moments, taken in turn (a moment that does not occur in a write stays armed for
+//! the next ones):
+//!
+//! - the node right after it commits a write (its answer in flight or not yet sent),
+//! - the node while the owner spot-checks the new run,
+//! - the node while the owner stores the σ̃ of a new run, and after a C-rebuild,
+//! - the node after a pseudo-random delay,
+//! - the CLI once its intent is saved (before or just after it sends the write),
+//! - the CLI after a pseudo-random delay.
+//!
+//! After an interrupted write the test runs `dpor status` (which settles the owner's
+//! unfinished request with the node) and reads the owner state: the write counts as
+//! applied iff the owner's total writes went up by one (and must otherwise be
+//! unchanged); the model, a plain array, follows. A write that was not interrupted must
+//! succeed (an owner stuck after a crash fails here), and so must the periodic reads
+//! and checkpoints. At the end `download` and `extract` must both give the model, byte
+//! for byte, and the node and the owner must agree on the state.
+//!
+//! Against the code before the recovery (`DPOR_CLI_BIN`, `DPOR_NODE_BIN` set to its
+//! binaries) this fails at the first kill after a commit: the owner is stuck.
+//!
+//! `DPOR_KILLS` sets the number of kills (default 20; the long run is
+//! `DPOR_KILLS=100`), `DPOR_KILL_SEED` the pseudo-random seed. Readiness is the node's
+//! addr file, never a sleep; every process is killed on drop.
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "e2e_harness/mod.rs"]
+mod harness;
+
+use harness::{node_bin, pseudo_random, within, World, BETA, OWNER, PROVIDER};
+use std::io::{Read, Seek, SeekFrom};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Blocks in the deal (C-rebuild every 16 writes; levels 0..3).
+const N: usize = 16;
+
+/// A child process killed (SIGKILL) and reaped on drop.
+struct Guard(Option<Child>);
+
+impl Guard {
+    fn kill9(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// `Some(success)` once it exited.
+    fn exited(&mut self) -> Option<bool> {
+        match self.0.as_mut().map(|c| c.try_wait()) {
+            Some(Ok(Some(status))) => Some(status.success()),
+            Some(Ok(None)) => None,
+            _ => Some(false),
+        }
+    }
+
+    fn wait(&mut self) -> bool {
+        match self.0.take() {
+            Some(mut c) => c.wait().map(|s| s.success()).unwrap_or(false),
+            None => false,
+        }
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Moment {
+    NodeAfterCommit,
+    NodeDuringSpotCheck,
+    NodeDuringSealedStore,
+    NodeDuringSealedStoreAfterCRebuild,
+    NodeRandom,
+    CliAfterIntent,
+    CliRandom,
+}
+
+const MOMENTS: [Moment; 7] = [
+    Moment::NodeAfterCommit,
+    Moment::NodeDuringSpotCheck,
+    Moment::NodeDuringSealedStore,
+    Moment::NodeDuringSealedStoreAfterCRebuild,
+    Moment::NodeRandom,
+    Moment::CliAfterIntent,
+    Moment::CliRandom,
+];
+
+/// splitmix64.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// The node's log, read incrementally.
+struct Log {
+    path: PathBuf,
+    offset: u64,
+}
+
+impl Log {
+    /// Text appended since the last call.
+    fn new_text(&mut self) -> String {
+        let mut f = match std::fs::File::open(&self.path) {
+            Ok(f) => f,
+            Err(_) => return String::new(),
+        };
+        let _ = f.seek(SeekFrom::Start(self.offset));
+        let mut buf = Vec::new();
+        let _ = f.read_to_end(&mut buf);
+        self.offset += buf.len() as u64;
+        String::from_utf8_lossy(&buf).into_owned()
+    }
+}
+
+struct Campaign {
+    world: World,
+    node: Guard,
+    addr: String,
+    restarts: usize,
+}
+
+impl Campaign {
+    /// Starts the node (again) on a fresh port and waits until its addr file is written.
+    fn start_node(&mut self) {
+        let addr_file = self.world.path("kill-node.addr");
+        let _ = std::fs::remove_file(&addr_file);
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.world.path("kill-node.log")).expect("node log");
+        let child = Command::new(node_bin())
+            .args(["run", "--data-dir"])
+            .arg(self.world.path("node"))
+            .args(["--listen", "/ip4/127.0.0.1/tcp/0", "--rpc-url", self.world.dev.rpc_url(), "--market"])
+            .arg(format!("{:?}", self.world.dev.market()))
+            .arg("--provider-key-file")
+            .arg(self.world.path(&format!("key{PROVIDER}")))
+            .arg("--addr-file")
+            .arg(&addr_file)
+            .args(["--poll-interval-ms", "200"])
+            .env("RUST_LOG", "info,libp2p=warn,dpor_node::handler=trace")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("start dpor-node");
+        self.node = Guard(Some(child));
+        // Readiness: the addr file, written once the node listens (a whole line).
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if let Some(ok) = self.node.exited() {
+                panic!("the node exited ({ok}) on restart {}:\n{}", self.restarts, self.log_tail());
+            }
+            if let Ok(s) = std::fs::read_to_string(&addr_file) {
+                if s.ends_with('\n') && !s.trim().is_empty() {
+                    self.addr = s.trim().to_string();
+                    break;
+                }
+            }
+            assert!(Instant::now() < deadline, "the node did not start listening on restart {}", self.restarts);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.restarts += 1;
+    }
+
+    fn log_tail(&self) -> String {
+        let s = std::fs::read_to_string(self.world.path("kill-node.log")).unwrap_or_default();
+        s.lines().rev().take(40).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
+    }
+
+    fn cli_command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(cli_bin());
+        c.arg("--json")
+            .args(["--node", &self.addr])
+            .args(args)
+            .env("DPOR_RPC_URL", self.world.dev.rpc_url())
+            .env("DPOR_MARKET", format!("{:?}", self.world.dev.market()))
+            .env("DPOR_KEY_FILE", self.world.path(&format!("key{OWNER}")))
+            .env("DPOR_STATE", self.world.path("owner.json"))
+            .env_remove("DPOR_NODE")
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// Runs a CLI command to the end (no kills): (success, stdout, stderr).
+    fn cli(&self, args: &[&str]) -> (bool, String, String) {
+        let out = self.cli_command(args).output().expect("run dpor");
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+
+    fn cli_ok(&self, args: &[&str]) -> serde_json::Value {
+        let (ok, out, err) = self.cli(args);
+        assert!(ok, "dpor {args:?} failed (the owner is stuck?):\nstdout: {out}\nstderr: {err}\nnode log:\n{}", self.log_tail());
+        out.lines().find_map(|l| serde_json::from_str(l).ok()).unwrap_or(serde_json::Value::Null)
+    }
+
+    fn owner_state(&self) -> serde_json::Value {
+        let text = std::fs::read_to_string(self.world.path("owner.json")).expect("owner state");
+        serde_json::from_str(&text).expect("owner state JSON")
+    }
+
+    fn total_writes(&self) -> u64 {
+        let s = self.owner_state();
+        s["rebuild_count"].as_u64().unwrap() * N as u64 + s["write_count"].as_u64().unwrap()
+    }
+}
+
+/// The CLI under test: this package's `dpor`, or `DPOR_CLI_BIN` (with `DPOR_NODE_BIN`,
+/// to run the campaign against other builds, e.g. the code before the recovery).
+fn cli_bin() -> PathBuf {
+    std::env::var_os("DPOR_CLI_BIN").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_dpor")))
+}
+
+/// What happened in one attempt.
+struct Attempt {
+    killed: bool,
+    cli_ok: bool,
+}
+
+/// Runs `dpor write index file`, killing at `moment` if it occurs; returns whether a
+/// kill happened and whether the CLI succeeded.
+fn attempt(c: &mut Campaign, log: &mut Log, index: usize, file: &str, moment: Moment, delay: Duration) -> Attempt {
+    let _ = log.new_text();
+    let out = std::fs::File::create(c.world.path("cli.out")).expect("cli out");
+    let err = std::fs::File::create(c.world.path("cli.err")).expect("cli err");
+    let child = c.cli_command(&["write", &index.to_string(), file]).stdout(out).stderr(err).spawn().expect("run dpor write");
+    let mut cli = Guard(Some(child));
+    let started = Instant::now();
+    let mut seen = String::new();
+    let state_path = c.world.path("owner.json");
+    let mut killed = false;
+    loop {
+        if cli.exited().is_some() {
+            break;
+        }
+        seen.push_str(&log.new_text());
+        let after_commit = seen.find("write applied").map(|i| &seen[i..]);
+        let fire = match moment {
+            Moment::NodeAfterCommit => after_commit.is_some(),
+            Moment::NodeDuringSpotCheck => after_commit.is_some_and(|s| s.contains("\"samples\"")),
+            Moment::NodeDuringSealedStore => after_commit.is_some_and(|s| s.contains("store-sealed")),
+            Moment::NodeDuringSealedStoreAfterCRebuild => {
+                after_commit.is_some_and(|s| s.lines().next().is_some_and(|l| l.contains("C@")) && s.contains("store-sealed"))
+            }
+            Moment::NodeRandom | Moment::CliRandom => started.elapsed() >= delay,
+            Moment::CliAfterIntent => std::fs::read_to_string(&state_path).is_ok_and(|s| s.contains("\"kind\": \"write\"")),
+        };
+        if fire {
+            match moment {
+                Moment::CliAfterIntent | Moment::CliRandom => cli.kill9(),
+                _ => c.node.kill9(),
+            }
+            killed = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let cli_ok = cli.wait();
+    if killed && !matches!(moment, Moment::CliAfterIntent | Moment::CliRandom) {
+        c.start_node();
+    }
+    Attempt { killed, cli_ok }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owner_carries_on_after_kill_9_of_node_or_cli_at_any_moment() {
+    let kills: usize = std::env::var("DPOR_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
+    let seed: u64 = std::env::var("DPOR_KILL_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eed);
+    eprintln!("kill campaign: {kills} kills, seed {seed}");
+    within(300 + 30 * kills as u64, async move {
+        let mut world = World::start().await;
+        // The campaign manages the node itself (restarted on a fresh port each time).
+        world.node.kill9();
+        let mut c = Campaign { world, node: Guard(None), addr: String::new(), restarts: 0 };
+        tokio::task::block_in_place(|| run_campaign(&mut c, kills, seed));
+    })
+    .await;
+}
+
+fn run_campaign(c: &mut Campaign, kills: usize, seed: u64) {
+    c.start_node();
+    let mut rng = Rng(seed);
+    let mut model = pseudo_random(N * BETA, seed ^ 7);
+    std::fs::write(c.world.path("file"), &model).unwrap();
+    let file = c.world.path("file");
+    let file = file.to_str().unwrap();
+    let provider = format!("{:?}", c.world.provider);
+    c.cli_ok(&["deal", "open", "--provider", &provider, "--file", file, "--lambda", "16", "--samples", "2", "--epochs", "100", "--mint", "--cache-levels", "1"]);
+    // Upload waits for the node's chain agent to accept the deal.
+    c.cli_ok(&["upload", file]);
+    c.cli_ok(&["checkpoint"]);
+
+    let mut log = Log { path: c.world.path("kill-node.log"), offset: 0 };
+    let mut done = 0usize;
+    let mut by_moment = vec![0usize; MOMENTS.len()];
+    let mut armed = 0usize;
+    let mut armed_for = 0usize;
+    let mut recovered_applied = 0usize;
+    let mut recovered_not_applied = 0usize;
+    let mut attempts = 0usize;
+    let mut typical = Duration::from_millis(300);
+    let blk = c.world.path("blk");
+    let blk = blk.to_str().unwrap().to_string();
+    while done < kills {
+        attempts += 1;
+        let index = rng.below(N as u64) as usize;
+        let len = 1 + rng.below(BETA as u64) as usize;
+        let data = pseudo_random(len, rng.next());
+        std::fs::write(&blk, &data).unwrap();
+        let moment = MOMENTS[armed];
+        let delay = Duration::from_micros(rng.below(typical.as_micros() as u64 + 1));
+        let before = c.total_writes();
+        let t = Instant::now();
+        let a = attempt(c, &mut log, index, &blk, moment, delay);
+        if !a.killed {
+            assert!(a.cli_ok, "write {attempts} failed without any kill (the owner is stuck):\n{}\n{}\nnode log:\n{}",
+                std::fs::read_to_string(c.world.path("cli.out")).unwrap_or_default(),
+                std::fs::read_to_string(c.world.path("cli.err")).unwrap_or_default(),
+                c.log_tail());
+            typical = (typical + t.elapsed()) / 2;
+        }
+        let applied = if a.cli_ok {
+            true
+        } else {
+            // Any command settles the unfinished request first; `status` reports it.
+            c.cli_ok(&["status"]);
+            let s = c.owner_state();
+            assert!(s.get("pending").is_none_or(|p| p.is_null()), "the owner's request is still unsettled after `status`: {s}");
+            let after = c.total_writes();
+            assert!(after == before || after == before + 1, "total writes went from {before} to {after}");
+            let applied = after == before + 1;
+            if applied {
+                recovered_applied += 1;
+            } else {
+                recovered_not_applied += 1;
+            }
+            applied
+        };
+        assert_eq!(c.total_writes(), before + applied as u64, "attempt {attempts}");
+        if applied {
+            let block = &mut model[index * BETA..(index + 1) * BETA];
+            block.fill(0);
+            block[..len].copy_from_slice(&data);
+        }
+        armed_for += 1;
+        if a.killed {
+            by_moment[armed] += 1;
+            done += 1;
+            armed = (armed + 1) % MOMENTS.len();
+            armed_for = 0;
+        } else if armed_for > 3 * N {
+            // This moment did not occur in 3N writes (cannot happen for these moments: a
+            // C-rebuild comes every N writes); move on rather than loop.
+            armed = (armed + 1) % MOMENTS.len();
+            armed_for = 0;
+        }
+        if attempts.is_multiple_of(7) {
+            let i = rng.below(N as u64) as usize;
+            let out = c.world.path("read.out");
+            c.cli_ok(&["read", &i.to_string(), "--out", out.to_str().unwrap()]);
+            assert_eq!(std::fs::read(&out).unwrap(), model[i * BETA..(i + 1) * BETA], "block {i} after attempt {attempts}");
+        }
+        if attempts.is_multiple_of(20) {
+            c.cli_ok(&["checkpoint"]);
+        }
+    }
+    eprintln!(
+        "kill campaign: {attempts} writes, {done} kills {:?}, {} node restarts; interrupted writes settled as applied {recovered_applied}, not applied {recovered_not_applied}",
+        MOMENTS.iter().zip(&by_moment).collect::<Vec<_>>(),
+        c.restarts - 1
+    );
+    if kills >= MOMENTS.len() {
+        for (m, n) in MOMENTS.iter().zip(&by_moment) {
+            assert!(*n > 0, "no kill at moment {m:?}");
+        }
+        // A CLI killed after saving its intent always leaves a write to settle.
+        assert!(recovered_applied > 0, "no interrupted write was settled as applied");
+    }
+
+    // Nothing lost: the whole file, both ways, equals the model.
+    let out = c.world.path("download.out");
+    c.cli_ok(&["download", out.to_str().unwrap()]);
+    assert!(std::fs::read(&out).unwrap() == model, "download differs from the model");
+    let out = c.world.path("extract.out");
+    c.cli_ok(&["extract", out.to_str().unwrap()]);
+    assert!(std::fs::read(&out).unwrap() == model, "extract differs from the model");
+    let s = c.cli_ok(&["status"]);
+    assert_eq!(s["node"]["write_count"], s["write_count"], "node and owner disagree: {s}");
+    assert_eq!(s["node"]["root_u"], s["root_u"], "node and owner disagree: {s}");
+    c.cli_ok(&["checkpoint"]);
+}
