@@ -79,6 +79,7 @@ mod upload;
 mod write;
 
 pub use error::StoreError;
+pub use recovery::open_metadata_db;
 pub use meta::{DealParams, Phase};
 
 use alloy_primitives::B256;
@@ -260,8 +261,12 @@ impl Store {
     /// Opens (creating if needed) the store in `dir` and recovers it: pending U updates
     /// are re-applied, and files no record references are deleted.
     ///
+    /// A lock on the metadata database that a just-dropped store still holds is waited
+    /// for, at most 10 s ([`open_metadata_db`]).
+    ///
     /// Errors: [`StoreError::Io`] if the folder cannot be created or read,
-    /// [`StoreError::Sled`] if the metadata database cannot be opened,
+    /// [`StoreError::Sled`] if the metadata database cannot be opened (or stays locked
+    /// by another process),
     /// [`StoreError::Corrupt`] if a deal record or a U file is unreadable.
     pub fn open(dir: &Path, config: StoreConfig) -> Result<Store> {
         recovery::open(dir, config)
