@@ -37,7 +37,7 @@ pub struct NodeConfig {
     pub auto_accept: bool,
     /// Withdraw owed payments automatically.
     pub auto_withdraw: bool,
-    /// Chain polling interval, milliseconds.
+    /// Chain polling interval, milliseconds (at least [`MIN_POLL_INTERVAL_MS`]).
     pub poll_interval_ms: u64,
     /// Refuse uploads and writes that would take the store over this many bytes.
     pub quota_bytes: Option<u64>,

@@ -52,7 +52,7 @@ struct RunArgs {
     /// Refuse uploads/writes past this many bytes in the store.
     #[arg(long)]
     quota_bytes: Option<u64>,
-    /// Chain polling interval in milliseconds.
+    /// Chain polling interval in milliseconds (at least 50).
     #[arg(long)]
     poll_interval_ms: Option<u64>,
     /// Testing only (cargo feature `testing`): cheat on audits (none, wrong-block,
