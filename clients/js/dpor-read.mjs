@@ -20,6 +20,16 @@ import { multiaddr } from '@multiformats/multiaddr'
 import { Encoder } from 'cbor-x'
 import { keccak_256 } from '@noble/hashes/sha3.js'
 
+// js-libp2p 3 calls Promise.withResolvers (Node.js 22+); this is its standard
+// definition, for Node.js 20.
+if (typeof Promise.withResolvers !== 'function') {
+  Promise.withResolvers = function withResolvers () {
+    let resolve, reject
+    const promise = new this((res, rej) => { resolve = res; reject = rej })
+    return { promise, resolve, reject }
+  }
+}
+
 const PROTOCOL = '/dpor/1'
 const MAX_FRAME_BYTES = 8 * 1024 * 1024 // docs/PROTOCOL.md, Limits
 
