@@ -1,5 +1,5 @@
-//! A throw-away local chain for tests (feature `devnet`): `node_modules/.bin/anvil` on a
-//! free loopback port with the contracts deployed by `contracts/script/Deploy.s.sol`
+//! A throw-away local chain for tests (feature `devnet`): anvil (the real binary of the
+//! npm package, [`anvil_binary`]) on a free loopback port with the contracts deployed by `contracts/script/Deploy.s.sol`
 //! (through `forge script`, as `script/test-cast` does). Killed when dropped.
 //!
 //! The repository root is `$DPOR_ROOT` if set, else the parent of this crate's
@@ -61,10 +61,10 @@ impl Devnet {
     /// Starts anvil and deploys with `opts`.
     pub async fn start_with(opts: DevnetOptions) -> Result<Devnet, ChainError> {
         let root = repo_root();
-        let bin = root.join("node_modules/.bin");
         let err = |m: String| ChainError::Rpc { method: "devnet", message: m };
         let port = free_port().map_err(|e| err(format!("no free port: {e}")))?;
-        let mut cmd = Command::new(bin.join("anvil"));
+        let anvil = anvil_binary(&root);
+        let mut cmd = Command::new(&anvil);
         cmd.args(["--host", "127.0.0.1", "--port", &port.to_string(), "--silent"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -72,7 +72,11 @@ impl Devnet {
         if let Some(bt) = opts.block_time {
             cmd.args(["--block-time", &format!("{}", bt.as_secs_f64())]);
         }
-        let child = cmd.spawn().map_err(|e| err(format!("cannot start {}: {e} (run `npm install`)", bin.join("anvil").display())))?;
+        // Its own process group, so that drop can end the whole group should `anvil` be
+        // the npm wrapper after all (see [`anvil_binary`]).
+        #[cfg(unix)]
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let child = cmd.spawn().map_err(|e| err(format!("cannot start {}: {e} (run `npm install`)", anvil.display())))?;
         let rpc_url = format!("http://127.0.0.1:{port}");
         let mut dev = Devnet { child, rpc_url, market: Address::ZERO, token: Address::ZERO, chain_id: 0, deploy_block: 0 };
         dev.wait_ready().await?;
@@ -134,6 +138,11 @@ impl Devnet {
         Ok(())
     }
 
+    /// The process id of anvil (also its process group id on unix).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The JSON-RPC URL (`http://127.0.0.1:PORT`).
     pub fn rpc_url(&self) -> &str {
         &self.rpc_url
@@ -186,8 +195,40 @@ impl Devnet {
     }
 }
 
+/// The anvil executable to start: the platform binary the npm package installed
+/// (`node_modules/@foundry-rs/anvil-<os>-<arch>/bin/anvil`, or the package's `dist/anvil`),
+/// never `node_modules/.bin/anvil` when a binary is there. That one is a Node script
+/// which starts the binary as its child and does not pass SIGKILL on: killing it leaves
+/// anvil running. Falls back to the wrapper (then [`Devnet`]'s drop kills its whole
+/// process group).
+pub fn anvil_binary(root: &Path) -> PathBuf {
+    let scope = root.join("node_modules/@foundry-rs");
+    let mut found: Vec<PathBuf> = std::fs::read_dir(&scope)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with("anvil-")))
+        .map(|e| e.path().join("bin/anvil"))
+        .filter(|p| p.is_file())
+        .collect();
+    found.sort();
+    found.push(scope.join("anvil/dist/anvil"));
+    found.into_iter().find(|p| p.is_file()).unwrap_or_else(|| root.join("node_modules/.bin/anvil"))
+}
+
 impl Drop for Devnet {
     fn drop(&mut self) {
+        // The child leads its own process group: end the group (anvil, and its wrapper
+        // if it is one), then reap the child.
+        #[cfg(unix)]
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{pid}")])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

@@ -36,7 +36,7 @@ pub use alloy_primitives::{Address, Bytes, B256, U256};
 pub use client::{revert_reason, Market};
 pub use convert::{from_chain_digest, sample_proof, sample_proof_for, sign_digest, to_chain_digest, ChainDigest, SampleProof};
 #[cfg(feature = "devnet")]
-pub use devnet::{Devnet, DevnetOptions};
+pub use devnet::{anvil_binary, Devnet, DevnetOptions};
 #[cfg(feature = "devnet")]
 pub use devnet_state::StateFixture;
 pub use error::ChainError;

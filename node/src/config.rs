@@ -4,6 +4,9 @@
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
+/// The smallest chain polling interval the node accepts, in milliseconds.
+pub const MIN_POLL_INTERVAL_MS: u64 = 50;
+
 /// Everything the node needs to run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -34,13 +37,15 @@ pub struct NodeConfig {
     pub auto_accept: bool,
     /// Withdraw owed payments automatically.
     pub auto_withdraw: bool,
-    /// Chain polling interval, milliseconds.
+    /// Chain polling interval, milliseconds (at least [`MIN_POLL_INTERVAL_MS`]).
     pub poll_interval_ms: u64,
     /// Refuse uploads and writes that would take the store over this many bytes.
     pub quota_bytes: Option<u64>,
     /// Request timeout on the libp2p side, seconds.
     pub request_timeout_secs: u64,
-    /// Testing only: answer audits like a cheating node (see `handler::Misbehavior`).
+    /// Testing only (cargo feature `testing`; not a key of a normal build): answer
+    /// audits like a cheating node (see `handler::Misbehavior`).
+    #[cfg(feature = "testing")]
     pub misbehave: crate::handler::Misbehavior,
 }
 
@@ -64,6 +69,7 @@ impl Default for NodeConfig {
             poll_interval_ms: 500,
             quota_bytes: None,
             request_timeout_secs: 300,
+            #[cfg(feature = "testing")]
             misbehave: crate::handler::Misbehavior::None,
         }
     }
@@ -74,6 +80,24 @@ impl NodeConfig {
     pub fn load(path: &std::path::Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read config {}: {e}", path.display()))?;
         toml::from_str(&text).map_err(|e| anyhow::anyhow!("config {}: {e}", path.display()))
+    }
+
+    /// Checks the values no type rules out: `poll_interval_ms` at least
+    /// [`MIN_POLL_INTERVAL_MS`], `request_timeout_secs` at least 1.
+    ///
+    /// # Errors
+    /// What is wrong, naming the key and the allowed range.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if self.poll_interval_ms < MIN_POLL_INTERVAL_MS {
+            anyhow::bail!(
+                "poll_interval_ms = {} is too small: the node polls the chain at most every {MIN_POLL_INTERVAL_MS} ms; give {MIN_POLL_INTERVAL_MS} or more (2000 suits a public chain)",
+                self.poll_interval_ms
+            );
+        }
+        if self.request_timeout_secs == 0 {
+            anyhow::bail!("request_timeout_secs = 0: give at least 1 (default 300)");
+        }
+        Ok(())
     }
 
     /// The provider key, from `provider_key` or `provider_key_file`.
@@ -100,5 +124,39 @@ mod tests {
         assert_eq!(c.quota_bytes, Some(10));
         assert_eq!(c.rpc_url, NodeConfig::default().rpc_url);
         assert!(toml::from_str::<NodeConfig>("lisen = \"x\"").is_err());
+    }
+
+    #[test]
+    fn a_zero_poll_interval_or_timeout_is_refused() {
+        let c: NodeConfig = toml::from_str("poll_interval_ms = 0\n").unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("poll_interval_ms = 0") && e.contains("50"), "{e}");
+        let c: NodeConfig = toml::from_str("poll_interval_ms = 49\n").unwrap();
+        assert!(c.validate().is_err());
+        let c: NodeConfig = toml::from_str("poll_interval_ms = 50\n").unwrap();
+        c.validate().unwrap();
+        let c: NodeConfig = toml::from_str("request_timeout_secs = 0\n").unwrap();
+        assert!(c.validate().unwrap_err().to_string().contains("request_timeout_secs"));
+        NodeConfig::default().validate().unwrap();
+    }
+
+    /// A normal build has no cheat modes: `misbehave` is an unknown key, and the error
+    /// listing the valid keys does not offer it.
+    #[cfg(not(feature = "testing"))]
+    #[test]
+    fn misbehave_is_not_a_key_of_a_normal_build() {
+        let e = toml::from_str::<NodeConfig>("misbehave = \"wrong-block\"\n").unwrap_err().to_string();
+        assert!(e.contains("unknown field `misbehave`"), "{e}");
+        let e = toml::from_str::<NodeConfig>("lisen = \"x\"\n").unwrap_err().to_string();
+        assert!(e.contains("expected one of") && e.contains("`listen`"), "{e}");
+        assert!(!e.contains("misbehave"), "a normal build offers the cheat modes: {e}");
+    }
+
+    /// With feature `testing` the cheat modes are a config key.
+    #[cfg(feature = "testing")]
+    #[test]
+    fn misbehave_is_a_key_of_a_testing_build() {
+        let c: NodeConfig = toml::from_str("misbehave = \"wrong-block\"\n").unwrap();
+        assert_eq!(c.misbehave, crate::handler::Misbehavior::WrongBlock);
     }
 }

@@ -52,10 +52,12 @@ struct RunArgs {
     /// Refuse uploads/writes past this many bytes in the store.
     #[arg(long)]
     quota_bytes: Option<u64>,
-    /// Chain polling interval in milliseconds.
+    /// Chain polling interval in milliseconds (at least 50).
     #[arg(long)]
     poll_interval_ms: Option<u64>,
-    /// Testing only: cheat on audits (none, wrong-block, stale-level, other-deal).
+    /// Testing only (cargo feature `testing`): cheat on audits (none, wrong-block,
+    /// stale-level, other-deal).
+    #[cfg(feature = "testing")]
     #[arg(long, hide = true)]
     misbehave: Option<dpor_node::handler::Misbehavior>,
     /// Write the peer's full multiaddr to this file once listening.
@@ -134,12 +136,14 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(v) = args.quota_bytes {
         config.quota_bytes = Some(v);
     }
+    #[cfg(feature = "testing")]
     if let Some(v) = args.misbehave {
         config.misbehave = v;
     }
     if let Some(v) = args.poll_interval_ms {
         config.poll_interval_ms = v;
     }
+    config.validate()?;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("tokio runtime")?;
     rt.block_on(async move {
         let node = dpor_node::service::start(&config).await?;

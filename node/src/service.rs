@@ -87,7 +87,11 @@ impl RunningNode {
 /// Starts a node from its configuration: opens (and recovers) the store, listens,
 /// connects to the chain and starts the agent (which registers the provider on chain
 /// if needed, announcing the bound addresses).
+///
+/// Errors: a configuration [`NodeConfig::validate`] refuses, and any failure to open
+/// the store, reach the chain or listen.
 pub async fn start(config: &NodeConfig) -> anyhow::Result<RunningNode> {
+    config.validate()?;
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create the data dir {}", config.data_dir.display()))?;
     let store = Arc::new(
@@ -104,12 +108,15 @@ pub async fn start(config: &NodeConfig) -> anyhow::Result<RunningNode> {
     let provider = signer.address();
 
     let listen: Multiaddr = config.listen.parse().with_context(|| format!("bad listen address {:?}", config.listen))?;
-    let handler = Arc::new(
-        NodeHandler::new(store.clone(), Arc::new(ChainDeals(market.clone())), signer).with_misbehavior(config.misbehave),
-    );
-    if config.misbehave != crate::handler::Misbehavior::None {
-        tracing::warn!(misbehave = ?config.misbehave, "TESTING ONLY: this node cheats on audits");
-    }
+    let handler = NodeHandler::new(store.clone(), Arc::new(ChainDeals(market.clone())), signer);
+    #[cfg(feature = "testing")]
+    let handler = {
+        if config.misbehave != crate::handler::Misbehavior::None {
+            tracing::warn!(misbehave = ?config.misbehave, "TESTING ONLY: this node cheats on audits");
+        }
+        handler.with_misbehavior(config.misbehave)
+    };
+    let handler = Arc::new(handler);
     let net_config = NetConfig { request_timeout: Duration::from_secs(config.request_timeout_secs), ..NetConfig::default() };
     let server = net::serve(keypair, listen, handler, net_config).await.context("cannot start the libp2p server")?;
     let peer_id = server.peer_id();
@@ -122,7 +129,7 @@ pub async fn start(config: &NodeConfig) -> anyhow::Result<RunningNode> {
     tracing::info!(%peer_id, ?announce, %provider, "node listening");
 
     let agent_config = AgentConfig {
-        poll_interval: Duration::from_millis(config.poll_interval_ms.max(50)),
+        poll_interval: Duration::from_millis(config.poll_interval_ms),
         auto_accept: config.auto_accept,
         withdraw: config.auto_withdraw,
         register: Some(Registration {

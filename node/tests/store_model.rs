@@ -321,7 +321,8 @@ fn sealed_checksums_of_runs_are_stored_and_collected() {
     store.store_sealed(DEAL, nonce, new_c, 0, &[[5; 32]]).unwrap();
     assert!(matches!(store.sealed(DEAL, c, 0, 1), Err(StoreError::UnknownRun { .. })));
     drop(store);
-    let db = sled::open(dir.path().join("meta.sled")).unwrap();
+    // sled releases its lock a moment after the drop: open_metadata_db waits for it.
+    let db = dpor_node::store::open_metadata_db(dir.path()).unwrap();
     assert_eq!(db.scan_prefix(b"s").count(), 1, "σ̃ of collected runs remain (only the new C's one is live)");
 }
 
@@ -378,4 +379,25 @@ fn reads_during_writes_see_whole_states() {
             assert!(committed.contains(&root), "a read saw a torn state");
         }
     }
+}
+
+/// Reopening a store while a handle on its database is still closing (sled releases its
+/// file lock only when its background work on the handle ends) waits for the lock
+/// instead of failing with "could not acquire lock … WouldBlock".
+#[test]
+fn reopening_waits_for_a_handle_that_is_still_closing() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(open(dir.path()));
+    let db = dpor_node::store::open_metadata_db(dir.path()).unwrap();
+    let (opened_tx, opened_rx) = std::sync::mpsc::channel::<()>();
+    let holder = std::thread::spawn(move || {
+        // Hold the lock until the main thread is about to open, then a little longer.
+        let _ = opened_rx.recv();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        drop(db);
+    });
+    opened_tx.send(()).unwrap();
+    let store = Store::open(dir.path(), StoreConfig::default()).expect("the reopen waits for the lock");
+    holder.join().unwrap();
+    drop(store);
 }

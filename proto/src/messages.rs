@@ -647,6 +647,41 @@ mod tests {
         assert!(n < 4696 + 16 * 34 + 80, "encoding overhead too large: {n} bytes");
     }
 
+    use alloy_primitives::hex;
+
+    fn cbor(v: &impl Serialize) -> String {
+        let mut buf = Vec::new();
+        ciborium::into_writer(v, &mut buf).unwrap();
+        hex::encode(buf)
+    }
+
+    /// The CBOR mapping docs/PROTOCOL.md spells out for other implementations: an enum
+    /// variant with fields is a one-key map, a unit variant a text string, a newtype
+    /// variant a one-key map to its value, keys are the snake_case field names, hashes
+    /// and addresses are byte strings, None is null, tuples are arrays.
+    #[test]
+    fn cbor_mapping_is_the_one_protocol_md_describes() {
+        // The two examples in PROTOCOL.md, byte for byte.
+        assert_eq!(cbor(&Request::Read { deal: 1, index: 2 }), "a16452656164a2646465616c0165696e64657802");
+        assert_eq!(cbor(&Response::Accepted), "684163636570746564");
+        // Unit variants: text strings.
+        assert_eq!(cbor(&OwnerOp::UploadFinish), format!("6c{}", hex::encode("UploadFinish")));
+        assert_eq!(cbor(&ErrorCode::UnknownRun), format!("6a{}", hex::encode("UnknownRun")));
+        // Newtype variant: {"Level": 3}.
+        assert_eq!(cbor(&WireStep::Level(3)), format!("a165{}03", hex::encode("Level")));
+        // A hash is a 32-byte byte string (0x58 0x20), an address 20 bytes (0x54).
+        assert_eq!(cbor(&B256::repeat_byte(0xab)), format!("5820{}", "ab".repeat(32)));
+        assert_eq!(cbor(&Address::repeat_byte(0xcd)), format!("54{}", "cd".repeat(20)));
+        // None is null, Some(x) is x; a tuple is an array.
+        assert_eq!(cbor(&Option::<B256>::None), "f6");
+        assert_eq!(cbor(&(7u32, 8u64)), "820708");
+        // Struct keys are the snake_case field names.
+        assert_eq!(
+            cbor(&WireRun { tag: 1, built_at: 2 }),
+            format!("a263{}0168{}02", hex::encode("tag"), hex::encode("built_at"))
+        );
+    }
+
     #[test]
     fn owner_ops_round_trip_through_bytes() {
         let op = OwnerOp::Write { index: 3, block: ByteBuf::from(vec![9u8; 64]), sealed_u: B256::repeat_byte(1) };

@@ -150,6 +150,26 @@ impl NetError {
     }
 }
 
+/// `error` and its chain of sources, joined by ": ". libp2p's transport errors print
+/// nothing themselves (`TransportError::Other`) and keep the cause (e.g. the OS error)
+/// as their source, so printing only the top error loses it.
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut next = Some(error);
+    while let Some(e) = next {
+        let text = e.to_string();
+        if !text.is_empty() && parts.last() != Some(&text) {
+            parts.push(text);
+        }
+        next = e.source();
+    }
+    if parts.is_empty() {
+        "unknown error".to_string()
+    } else {
+        parts.join(": ")
+    }
+}
+
 /// The swarm behaviour: request-response with the `/dpor/1` codec.
 type Behaviour<Req, Resp> = request_response::Behaviour<Codec<Req, Resp>>;
 

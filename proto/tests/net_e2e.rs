@@ -351,3 +351,50 @@ fn keypair_file_is_created_private_and_reloaded() {
     assert!(matches!(err, NetError::Key { .. }), "{err}");
     assert!(err.to_string().contains("node.key"), "{err}");
 }
+
+/// The port of a bound `/ip4/…/tcp/PORT` address.
+fn tcp_port(addr: &libp2p::Multiaddr) -> u16 {
+    addr.iter()
+        .find_map(|p| match p {
+            libp2p::multiaddr::Protocol::Tcp(port) => Some(port),
+            _ => None,
+        })
+        .unwrap()
+}
+
+/// A second server on the port a server already listens on is refused with "address
+/// in use" (libp2p-tcp sets SO_REUSEPORT, under which both would listen and split the
+/// connections), and the first server keeps answering every connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_server_on_a_used_port_is_refused() {
+    let first = start(Arc::new(TestHandler::default())).await;
+    let port = tcp_port(&first.listen_addrs()[0]);
+    let addr: libp2p::Multiaddr = format!("/ip4/127.0.0.1/tcp/{port}").parse().unwrap();
+    let err = serve(Keypair::generate_ed25519(), addr.clone(), Arc::new(TestHandler::default()), NetConfig::default())
+        .await
+        .expect_err("a second server on a used port must fail");
+    assert!(matches!(err, NetError::Listen { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.starts_with(&format!("could not listen on {addr}: address in use")), "{text}");
+    // Every new connection reaches the first server.
+    for i in 0..10 {
+        let c: Client<Req, Resp> = Client::connect(addr.clone(), NetConfig::default()).await.unwrap();
+        assert_eq!(c.peer(), first.peer_id());
+        assert_eq!(c.request(Req::Echo(i)).await.unwrap(), Resp::Echo(i));
+    }
+}
+
+/// A port another program holds (a plain listener, no SO_REUSEPORT): the error says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_port_held_by_another_program_is_refused_with_its_cause() {
+    let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = holder.local_addr().unwrap().port();
+    let addr: libp2p::Multiaddr = format!("/ip4/127.0.0.1/tcp/{port}").parse().unwrap();
+    let err = serve(Keypair::generate_ed25519(), addr.clone(), Arc::new(TestHandler::default()), NetConfig::default())
+        .await
+        .expect_err("listening on a held port must fail");
+    let text = err.to_string();
+    assert!(text.starts_with(&format!("could not listen on {addr}: address in use")), "{text}");
+    assert!(text.contains("os error"), "the OS error is kept: {text}");
+    drop(holder);
+}

@@ -22,6 +22,16 @@ impl ChainAgent {
             return Ok(());
         };
         let stake = U256::from(r.stake);
+        let balance = self.market.balance_of(me).await?;
+        if balance < stake {
+            tracing::warn!(
+                %me, %balance, %stake, token = %self.market.token_address(),
+                "cannot register: the provider account holds fewer tokens than the stake. Send it at least `stake` \
+                 tokens of this token (plus collateral_per_block × N for each deal it accepts); on the local chain \
+                 mint them (docs/OPERATIONS.md, \"Funding the accounts\"). Retrying every poll."
+            );
+            return Ok(());
+        }
         self.market.ensure_allowance(stake).await?;
         self.market
             .register(r.peer_id, r.multiaddrs, r.price_per_block_epoch, r.collateral_per_block, r.capacity_blocks, stake)
@@ -82,6 +92,19 @@ impl ChainAgent {
     }
 
     async fn accept(&mut self, id: u64, collateral: u128) {
+        if let Some(me) = self.market.account() {
+            if let Ok(balance) = self.market.balance_of(me).await {
+                if balance < U256::from(collateral) {
+                    tracing::warn!(
+                        deal = id, %me, %balance, collateral, token = %self.market.token_address(),
+                        "cannot accept the deal: the provider account holds fewer tokens than its collateral \
+                         (collateral_per_block × N). Send the account tokens (docs/OPERATIONS.md, \"Funding the \
+                         accounts\"); retrying every poll."
+                    );
+                    return;
+                }
+            }
+        }
         if let Err(e) = self.market.ensure_allowance(U256::from(collateral)).await {
             tracing::warn!(deal = id, error = %e, "cannot approve the collateral");
             return;

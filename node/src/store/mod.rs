@@ -82,6 +82,7 @@ mod write;
 
 pub use error::StoreError;
 pub use meta::{DealParams, LastAnswer, Phase};
+pub use recovery::open_metadata_db;
 
 use alloy_primitives::B256;
 use dpor_core::block::BlockFormat;
@@ -267,8 +268,12 @@ impl Store {
     /// Opens (creating if needed) the store in `dir` and recovers it: pending U updates
     /// are re-applied, and files no record references are deleted.
     ///
+    /// A lock on the metadata database that a just-dropped store still holds is waited
+    /// for, at most 10 s ([`open_metadata_db`]).
+    ///
     /// Errors: [`StoreError::Io`] if the folder cannot be created or read,
-    /// [`StoreError::Sled`] if the metadata database cannot be opened,
+    /// [`StoreError::Sled`] if the metadata database cannot be opened (or stays locked
+    /// by another process),
     /// [`StoreError::Corrupt`] if a deal record or a U file is unreadable.
     pub fn open(dir: &Path, config: StoreConfig) -> Result<Store> {
         recovery::open(dir, config)

@@ -11,11 +11,49 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 
+/// Longest [`open_metadata_db`] waits for a lock a closing handle still holds.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Opens the store's sled database, `dir/meta.sled`.
+///
+/// sled holds an exclusive `flock` on the database for as long as any part of it is
+/// alive, and a dropped handle releases it only when sled's background threads have
+/// finished with it, a moment after the drop returns. So reopening a store in the same
+/// process right after dropping it (tests do; a restarted process never needs to, the
+/// kernel releases a dead process's lock at once) can find the lock still held. This
+/// retries while the lock is held, waiting 5 ms, then twice as long each time up to
+/// 320 ms, for at most 10 s in total, then gives up.
+///
+/// Errors: [`StoreError::Sled`] if the database cannot be opened; if the lock is still
+/// held after 10 s, the message says another process (e.g. a second dpor-node on the
+/// same data dir) is using it.
+pub fn open_metadata_db(dir: &Path) -> Result<sled::Db> {
+    let path = dir.join("meta.sled");
+    let started = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_millis(5);
+    loop {
+        match sled::Config::new().path(&path).open() {
+            Ok(db) => return Ok(db),
+            Err(sled::Error::Io(e)) if e.to_string().contains("could not acquire lock") => {
+                if started.elapsed() >= LOCK_WAIT {
+                    return Err(StoreError::Sled(sled::Error::Io(std::io::Error::new(
+                        e.kind(),
+                        format!("{e}: the store is in use by another process (is another dpor-node running on this data dir?)"),
+                    ))));
+                }
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(320));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 /// [`Store::open`].
 pub(crate) fn open(dir: &Path, config: StoreConfig) -> Result<Store> {
     let deals_dir = dir.join("deals");
     std::fs::create_dir_all(&deals_dir).map_err(|e| StoreError::io("create", &deals_dir, 0, e))?;
-    let db = sled::Config::new().path(dir.join("meta.sled")).open()?;
+    let db = open_metadata_db(dir)?;
     let store = Store { dir: dir.to_path_buf(), config, db, deals: RwLock::new(BTreeMap::new()) };
     let mut metas = Vec::new();
     for kv in store.db.scan_prefix([meta::DEAL_PREFIX]) {

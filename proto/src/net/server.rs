@@ -81,6 +81,50 @@ impl ServerHandle {
     }
 }
 
+/// Refuses a listen address whose TCP port something else already listens on.
+///
+/// libp2p-tcp sets `SO_REUSEADDR` and `SO_REUSEPORT` on every listening socket (it is
+/// not configurable in libp2p-tcp 0.45), so on Linux a second process of the same
+/// user could bind a port a running node holds, and the kernel would then split the
+/// connections between the two. Before handing the address to libp2p this binds a
+/// plain socket (no `SO_REUSEPORT`) to the same IP and port and drops it at once: that
+/// bind fails with "address in use" whenever any listener already holds the port,
+/// including another dpor-node. Port 0 (any free port) and non-TCP addresses are left
+/// to libp2p. Two nodes started within the same few microseconds on one port could
+/// both pass the probe; starting a node on a port already served is what this rules out.
+///
+/// # Errors
+/// The reason, worded for the operator: `address in use (…)` with the OS error, or
+/// the OS error of the bind.
+fn ensure_port_free(listen: &Multiaddr) -> Result<(), String> {
+    use libp2p::multiaddr::Protocol;
+    use std::net::{IpAddr, SocketAddr};
+    let mut ip: Option<IpAddr> = None;
+    let mut port: Option<u16> = None;
+    for p in listen.iter() {
+        match p {
+            Protocol::Ip4(a) => ip = Some(a.into()),
+            Protocol::Ip6(a) => ip = Some(a.into()),
+            Protocol::Tcp(p) => port = Some(p),
+            _ => {}
+        }
+    }
+    let (Some(ip), Some(port)) = (ip, port) else { return Ok(()) };
+    if port == 0 {
+        return Ok(());
+    }
+    match std::net::TcpListener::bind(SocketAddr::new(ip, port)) {
+        Ok(probe) => {
+            drop(probe);
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Err(format!(
+            "address in use: another program (or another dpor-node) already listens on port {port} ({e})"
+        )),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// Starts a server on `listen` (e.g. `/ip4/0.0.0.0/tcp/4001`, or `/tcp/0` for any
 /// free port) with identity `keypair`, answering libp2p request-response requests on
 /// `/dpor/1` with `handler`. Returns once at least one listen address is bound.
@@ -88,7 +132,8 @@ impl ServerHandle {
 ///
 /// # Errors
 /// [`NetError::Transport`] if the transport cannot be built, [`NetError::Listen`] if
-/// the address cannot be bound or is not a TCP address.
+/// the address cannot be bound (the port is in use, by another dpor-node too: the
+/// reason starts `address in use`) or is not a TCP address.
 pub async fn serve<Req, Resp, H>(
     keypair: Keypair,
     listen: Multiaddr,
@@ -111,20 +156,21 @@ where
         addr: listen.to_string(),
         reason,
     };
+    ensure_port_free(&listen).map_err(listen_err)?;
     swarm
         .listen_on(listen.clone())
-        .map_err(|e| listen_err(e.to_string()))?;
+        .map_err(|e| listen_err(super::error_chain(&e)))?;
 
     // Wait for the first bound address (or the listener's failure).
     let mut addrs = Vec::new();
     while addrs.is_empty() {
         match swarm.select_next_some().await {
             SwarmEvent::NewListenAddr { address, .. } => addrs.push(address),
-            SwarmEvent::ListenerError { error, .. } => return Err(listen_err(error.to_string())),
+            SwarmEvent::ListenerError { error, .. } => return Err(listen_err(super::error_chain(&error))),
             SwarmEvent::ListenerClosed { reason, .. } => {
                 let reason = match reason {
                     Ok(()) => "the listener closed".to_string(),
-                    Err(e) => e.to_string(),
+                    Err(e) => super::error_chain(&e),
                 };
                 return Err(listen_err(reason));
             }

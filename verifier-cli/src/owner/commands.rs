@@ -80,7 +80,7 @@ pub enum DealCommand {
         #[arg(long, default_value_t = 128)]
         lambda: u16,
         /// Chunk samples in each epoch's on-chain proof (1..8).
-        #[arg(long, default_value_t = 2)]
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=8))]
         samples: u8,
         /// Duration in epochs.
         #[arg(long, default_value_t = 100)]
@@ -126,7 +126,9 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
             let key = ctx.key()?;
             let n = match (file, blocks) {
                 (Some(f), _) => {
-                    let len = std::fs::metadata(&f).with_context(|| format!("cannot read {}", f.display()))?.len();
+                    let meta = std::fs::metadata(&f).with_context(|| format!("cannot read {}", f.display()))?;
+                    ensure!(meta.is_file(), "{} is not a regular file (a directory?): --file sizes the deal for one file", f.display());
+                    let len = meta.len();
                     ensure!(len > 0, "{} is empty", f.display());
                     len.div_ceil(block_bytes as u64).next_power_of_two()
                 }
@@ -237,6 +239,7 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
             } else {
                 std::fs::read(&file).with_context(|| format!("cannot read {file}"))?
             };
+            ensure!(!data.is_empty(), "{file} is empty: a write takes the block's new bytes (1 to β bytes, zero-padded to β)");
             let node = ctx.node_for_deal(state.deal).await?;
             let key = ctx.key()?;
             let auth = OwnerAuth { key, chain_id: state.chain_id, market: state.market, deal: state.deal };

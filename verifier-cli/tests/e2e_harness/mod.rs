@@ -7,7 +7,8 @@
 //! by [`NodeProc`]) and the CLI binary `dpor` (`CARGO_BIN_EXE_dpor`, one process per
 //! command, as a user would run it).
 //!
-//! **Finding the node binary.** Cargo sets `CARGO_BIN_EXE_<name>` only for binaries of
+//! **Finding the node binary.** It is built with the cargo feature `testing` (the
+//! cheat modes, `dpor-node run --misbehave`). Cargo sets `CARGO_BIN_EXE_<name>` only for binaries of
 //! the package under test (dpor-cli), not for other packages' binaries, and a
 //! dev-dependency on `dpor-node` builds its library, never its binary (that would need
 //! the unstable artifact dependencies, `-Z bindeps`). So [`node_bin`] asks cargo
@@ -62,7 +63,9 @@ pub fn node_bin() -> PathBuf {
         let release = dir.file_name().is_some_and(|n| n == "release");
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = std::process::Command::new(cargo);
-        cmd.args(["build", "-p", "dpor-node", "--bin", "dpor-node", "--message-format=json-render-diagnostics"]);
+        // Feature `testing`: the node's cheat modes (`--misbehave`), which tests use.
+        // script/test builds the same (profile, features) first, so this is a no-op there.
+        cmd.args(["build", "-p", "dpor-node", "--bin", "dpor-node", "--features", "testing", "--message-format=json-render-diagnostics"]);
         if release {
             cmd.arg("--release");
         } else {
