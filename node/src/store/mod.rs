@@ -68,6 +68,7 @@
 mod codec;
 mod digests;
 mod error;
+mod fault;
 mod gc;
 mod meta;
 mod read;
@@ -79,6 +80,7 @@ mod upload;
 mod write;
 
 pub use error::StoreError;
+pub use fault::CommitFault;
 pub use meta::{DealParams, Phase};
 
 use alloy_primitives::B256;
@@ -171,6 +173,8 @@ pub struct Store {
     config: StoreConfig,
     db: sled::Db,
     deals: RwLock<BTreeMap<u64, Arc<Deal>>>,
+    /// Testing only: wrong coded blocks to commit ([`fault`]).
+    commit_fault: Mutex<Option<CommitFault>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -1,5 +1,6 @@
-//! The owner's side: the protocol flows ([`flows`], chain-free) and the commands
-//! ([`commands`]).
+//! The owner's side: the protocol flows ([`flows`], chain-free; extraction in
+//! [`extract`]) and the commands ([`commands`]).
 
 pub mod commands;
+pub mod extract;
 pub mod flows;
