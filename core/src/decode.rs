@@ -207,7 +207,7 @@ impl Shape {
 
     /// The position of evaluation index `j`.
     fn position(&self, j: usize) -> u64 {
-        if j % 2 == 0 {
+        if j.is_multiple_of(2) {
             (j / 2) as u64
         } else {
             (self.m + j / 2) as u64

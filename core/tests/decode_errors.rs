@@ -262,11 +262,13 @@ fn past_the_bound_a_crafted_other_codeword_is_indistinguishable_without_checksum
 
 /// Runs of a written file with wrong and absent blocks; `t_of(m, e)` picks the
 /// number of wrong blocks of each run.
+type ExtractOutcome = (Result<dpor_core::extract::Extracted, ExtractError>, Vec<(RunTag, Vec<u64>)>);
+
 fn extract_damaged(
     state: &ServerState,
     rng: &mut impl Rng,
     t_of: &dyn Fn(usize, usize) -> usize,
-) -> (Result<dpor_core::extract::Extracted, ExtractError>, Vec<(RunTag, Vec<u64>)>) {
+) -> ExtractOutcome {
     let f = state.format();
     let w = f.width();
     let mut runs: Vec<(RunTag, Vec<Fp>)> = vec![(RunTag::C, state.c().blocks.clone())];

@@ -283,7 +283,7 @@ async fn extraction_uses_every_block_a_damaged_node_still_serves() {
     st.file_bytes = model.len() as u64;
     let live = runs(&st);
     let backup = |id: RunId| (std::fs::read(blocks_file(&node, id)).unwrap(), std::fs::read(tree_file(&node, id)).unwrap());
-    let saved: Vec<(RunId, (Vec<u8>, Vec<u8>))> = live.iter().map(|(id, _)| (*id, backup(*id))).collect();
+    let saved: BTreeMap<RunId, _> = live.iter().map(|(id, _)| (*id, backup(*id))).collect();
     let restore = || {
         for (id, (b, t)) in &saved {
             std::fs::write(blocks_file(&node, *id), b).unwrap();

@@ -169,6 +169,9 @@ pub(crate) fn read_paths(dir: &Path, run: RunId, size: u64, positions: &[u64]) -
     Ok(out)
 }
 
+/// A served position: the coded block (empty if unreadable) and its path prefix.
+pub(crate) type ServedItem = (Vec<u8>, Vec<B256>);
+
 /// What a damaged run still gives, position by position (for public reads): the
 /// coded blocks of `positions` that can be read in full (an empty vector where the
 /// blocks file is missing, short or unreadable there), each with the longest prefix
@@ -183,7 +186,7 @@ pub(crate) fn read_served(
     size: u64,
     positions: &[u64],
     with_paths: bool,
-) -> (Vec<(Vec<u8>, Vec<B256>)>, usize) {
+) -> (Vec<ServedItem>, usize) {
     let cb = format.coded_block_bytes();
     let blocks = File::open(blocks_path(dir, run)).ok();
     let tree = if with_paths { File::open(tree_path(dir, run)).ok() } else { None };

@@ -31,6 +31,9 @@ use dpor_core::{BlockFormat, RunId};
 use dpor_proto::messages::batch_len;
 use indicatif::ProgressBar;
 
+/// Proven coded blocks of one run: (position, elements).
+type Blocks = Vec<(u64, Vec<Fp>)>;
+
 /// How to extract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ExtractOptions {
@@ -94,7 +97,7 @@ pub async fn extract_with(
     if let Some(b) = bar {
         b.set_length(runs.iter().map(|(_, s)| s * coded_bytes).sum());
     }
-    let mut fetched: Vec<(RunId, Vec<(u64, Vec<Fp>)>)> = Vec::new();
+    let mut fetched: Vec<(RunId, Blocks)> = Vec::new();
     let mut report = Vec::new();
     for (entry, size) in &runs {
         let id = RunId::from(entry.run);
@@ -103,7 +106,7 @@ pub async fn extract_with(
             Some(keys) => {
                 let sigma = run_checksums(node, state, keys, entry, *size).await;
                 let before = present.len();
-                let kept: Vec<(u64, Vec<Fp>)> = present
+                let kept: Blocks = present
                     .into_iter()
                     .filter(|(p, block)| match (sigma.get(*p as usize).copied().flatten(), keys.checksum(block)) {
                         (Some(want), Ok(got)) => want == got,
@@ -164,7 +167,7 @@ async fn fetch_run(
     entry: &RunEntry,
     size: u64,
     bar: Option<&ProgressBar>,
-) -> anyhow::Result<(Vec<(u64, Vec<Fp>)>, RunPresence)> {
+) -> anyhow::Result<(Blocks, RunPresence)> {
     let id = RunId::from(entry.run);
     let coded_bytes = format.coded_block_bytes() as u64;
     let depth = size.trailing_zeros() as usize;
