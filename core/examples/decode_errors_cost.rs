@@ -32,7 +32,7 @@ fn main() {
             .map(|&p| (p, &damaged[p as usize * width..(p as usize + 1) * width]))
             .collect();
         let start = Instant::now();
-        let got = if t == usize::MAX { unreachable!() } else { decode_run_correcting(2 * m as u64, width, Fp::from(1u64), &present) };
+        let got = decode_run_correcting(2 * m as u64, width, Fp::from(1u64), &present);
         let secs = start.elapsed().as_secs_f64();
         (secs, got.map(|d| d.data == data && d.corrected.len() == t).unwrap_or(false))
     };
