@@ -1,6 +1,9 @@
 //! Extraction (§3, DESIGN §6): the newest version of every block, and so the file,
 //! from C and the filled levels of H alone, each possibly missing up to half of its
-//! coded blocks. This is what retrievability means.
+//! coded blocks, or more generally with e blocks absent and t wrong where
+//! e + 2t ≤ m for a run of 2m (error-and-erasure decoding,
+//! [`crate::decode::decode_run_correcting`]). No secret is needed. This is what
+//! retrievability means.
 //!
 //! C decodes to U as of the last C-rebuild (records in index order); each filled
 //! level decodes to the records written in its window, in write order. Applying the
@@ -10,7 +13,7 @@
 use crate::audit::RunTag;
 use crate::block::{BlockError, BlockFormat};
 use crate::code::{level_start, y_scale, CodeError};
-use crate::decode::{decode_run, DecodeError};
+use crate::decode::{decode_run_correcting, DecodeError};
 use crate::field::Fp;
 use thiserror::Error;
 
@@ -61,9 +64,25 @@ pub enum ExtractError {
 /// The coded blocks present of one run: `(position, block of s elements)`.
 pub type Present<'a> = Vec<(u64, &'a [Fp])>;
 
+/// What [`extract_report`] recovered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Extracted {
+    /// The N newest data blocks, β bytes each, in index order.
+    pub blocks: Vec<Vec<u8>>,
+    /// Per run decoded (C first, then levels from the highest): the positions of the
+    /// blocks given that were wrong and were corrected (usually empty).
+    pub corrected: Vec<(RunTag, Vec<u64>)>,
+}
+
 /// The N newest data blocks (β bytes each, index order) from the blocks present of
 /// C and of every filled level (`levels`: `(ℓ, present)`, any order), for a file of
-/// N = 2^`log_blocks` blocks with write counter `write_count`.
+/// N = 2^`log_blocks` blocks with write counter `write_count`. Blocks given may be
+/// wrong: each run is decoded with [`decode_run_correcting`].
+///
+/// Errors: [`ExtractError::Levels`] if `levels` are not exactly the filled levels of
+/// t; [`ExtractError::Decode`] naming the run that cannot be decoded (too few blocks,
+/// or too many wrong); [`ExtractError::Record`]/[`ExtractError::RecordIndex`] if a
+/// decoded record is not a valid record for its run.
 pub fn extract(
     format: &BlockFormat,
     log_blocks: u32,
@@ -71,6 +90,19 @@ pub fn extract(
     c: &Present<'_>,
     levels: &[(u32, Present<'_>)],
 ) -> Result<Vec<Vec<u8>>, ExtractError> {
+    extract_report(format, log_blocks, write_count, c, levels).map(|e| e.blocks)
+}
+
+/// [`extract`], also reporting the wrong blocks it corrected in each run.
+///
+/// Errors: as [`extract`].
+pub fn extract_report(
+    format: &BlockFormat,
+    log_blocks: u32,
+    write_count: u64,
+    c: &Present<'_>,
+    levels: &[(u32, Present<'_>)],
+) -> Result<Extracted, ExtractError> {
     let n = 1u64 << log_blocks;
     let width = format.width();
     let expected: Vec<u32> = (0..log_blocks).filter(|l| (write_count >> l) & 1 == 1).collect();
@@ -80,10 +112,12 @@ pub fn extract(
         return Err(ExtractError::Levels { t: write_count, expected, got });
     }
 
-    let records = decode_run(2 * n, width, Fp::from(1u64), c)
+    let mut corrected = Vec::new();
+    let decoded = decode_run_correcting(2 * n, width, Fp::from(1u64), c)
         .map_err(|source| ExtractError::Decode { tag: RunTag::C, source })?;
+    corrected.push((RunTag::C, decoded.corrected));
     let mut u = Vec::with_capacity(n as usize);
-    for (r, rec) in records.chunks_exact(width).enumerate() {
+    for (r, rec) in decoded.data.chunks_exact(width).enumerate() {
         let (index, data) = format.unrecord(rec).map_err(|source| ExtractError::Record { tag: RunTag::C, source })?;
         if index != r as u64 {
             return Err(ExtractError::RecordIndex { tag: RunTag::C, index, expected: r as u64 });
@@ -96,13 +130,14 @@ pub fn extract(
     for (level, present) in sorted {
         let tag = RunTag::level(*level);
         let scale = y_scale(level_start(write_count, *level), log_blocks)?;
-        let records = decode_run(2u64 << level, width, scale, present)
+        let decoded = decode_run_correcting(2u64 << level, width, scale, present)
             .map_err(|source| ExtractError::Decode { tag, source })?;
-        for rec in records.chunks_exact(width) {
+        corrected.push((tag, decoded.corrected));
+        for rec in decoded.data.chunks_exact(width) {
             let (index, data) = format.unrecord(rec).map_err(|source| ExtractError::Record { tag, source })?;
             let slot = u.get_mut(index as usize).ok_or(ExtractError::RecordIndex { tag, index, expected: n })?;
             *slot = data;
         }
     }
-    Ok(u)
+    Ok(Extracted { blocks: u, corrected })
 }

@@ -8,11 +8,12 @@
 //! - [`field`]: Goldilocks via ark-ff.
 //! - [`block`]: blocks, records (index + packed bytes), file layout.
 //! - [`code`]: the incrementally constructible code: `mix`, `HRebuild`, `HAdd`, `CRebuild` (§4.4–4.5).
-//! - [`decode`]: erasure decoding of a run from any half of it.
+//! - [`decode`]: decoding of a run from any half of it, correcting wrong blocks up to the bound.
 //! - [`state`]: the server state U, C, H as a value that writes update (§4.1).
 //! - [`extract`]: the newest file from C and H alone.
 //! - [`checksum`]: the owner's keys, σ(B) = M·B, σ̃ = AEAD(σ) (§5.2–5.4).
 //! - [`merkle`]: keccak256 trees: block roots over chunks, run trees, the U tree.
+//! - [`salvage`]: proving block by block what a damaged provider still serves of a run.
 //! - [`digest`]: the dual-signed EIP-712 digest (DESIGN §7).
 //! - [`audit`]: positions from a seed, public audit and spot-check verification.
 //!
@@ -27,6 +28,7 @@ pub mod digest;
 pub mod extract;
 pub mod field;
 pub mod merkle;
+pub mod salvage;
 pub mod state;
 
 pub use audit::RunTag;

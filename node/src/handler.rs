@@ -59,6 +59,10 @@ pub enum Misbehavior {
     StaleLevel,
     /// Serve the blocks of another deal it holds.
     OtherDeal,
+    /// Commit one wrong coded block in every run it builds (C at upload and at each
+    /// C-rebuild, every level), inside the run root it returns
+    /// ([`crate::store::CommitFault::one_per_run`]); serve honestly what it stored.
+    CommitWrong,
 }
 
 impl std::str::FromStr for Misbehavior {
@@ -69,7 +73,8 @@ impl std::str::FromStr for Misbehavior {
             "wrong-block" => Ok(Self::WrongBlock),
             "stale-level" => Ok(Self::StaleLevel),
             "other-deal" => Ok(Self::OtherDeal),
-            _ => Err(format!("unknown misbehavior {s:?} (none, wrong-block, stale-level, other-deal)")),
+            "commit-wrong" => Ok(Self::CommitWrong),
+            _ => Err(format!("unknown misbehavior {s:?} (none, wrong-block, stale-level, other-deal, commit-wrong)")),
         }
     }
 }
@@ -91,6 +96,9 @@ impl NodeHandler {
     /// Testing only: a cheating handler.
     pub fn with_misbehavior(mut self, m: Misbehavior) -> Self {
         self.misbehavior = m;
+        if m == Misbehavior::CommitWrong {
+            self.store.set_commit_fault(Some(crate::store::CommitFault::one_per_run()));
+        }
         self
     }
 
@@ -187,7 +195,7 @@ impl NodeHandler {
                     let src_size = if src_run.tag.as_level().is_none() { 2 * view.params.num_blocks } else { 2u64 << src_run.tag.0.saturating_sub(1) };
                     positions2.iter_mut().for_each(|p| *p %= src_size.max(1));
                 }
-                let mut got = self.blocking(move |s| s.coded(src_deal, src_run, &positions2)).await?;
+                let mut got = self.blocking(move |s| s.served(src_deal, src_run, &positions2)).await?;
                 if self.misbehavior == Misbehavior::WrongBlock {
                     got.iter_mut().for_each(|(b, _)| flip(b));
                 }

@@ -56,7 +56,7 @@ struct RunArgs {
     #[arg(long)]
     poll_interval_ms: Option<u64>,
     /// Testing only (cargo feature `testing`): cheat on audits (none, wrong-block,
-    /// stale-level, other-deal).
+    /// stale-level, other-deal) or commit wrong coded blocks (commit-wrong).
     #[cfg(feature = "testing")]
     #[arg(long, hide = true)]
     misbehave: Option<dpor_node::handler::Misbehavior>,

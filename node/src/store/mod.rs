@@ -70,6 +70,7 @@
 mod codec;
 mod digests;
 mod error;
+mod fault;
 mod gc;
 mod meta;
 mod read;
@@ -81,6 +82,7 @@ mod upload;
 mod write;
 
 pub use error::StoreError;
+pub use fault::CommitFault;
 pub use meta::{DealParams, LastAnswer, Phase};
 pub use recovery::open_metadata_db;
 
@@ -178,6 +180,8 @@ pub struct Store {
     config: StoreConfig,
     db: sled::Db,
     deals: RwLock<BTreeMap<u64, Arc<Deal>>>,
+    /// Testing only: wrong coded blocks to commit ([`fault`]).
+    commit_fault: Mutex<Option<CommitFault>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -130,14 +130,47 @@ impl Store {
         })
     }
 
-    /// Coded blocks `start..start+count` of `run`, without paths.
+    /// What the node still has of `run` at `positions`, for public reads (`Samples`):
+    /// each position's coded block (8s bytes, or **empty** if the blocks file is
+    /// missing, truncated or unreadable there) with the longest prefix of its run-tree
+    /// path the tree file still holds (empty if the tree file is missing). A damaged
+    /// run is served as far as it goes, never refused as a whole; readers verify every
+    /// block against the run root (`dpor_core::salvage`).
     ///
-    /// Errors: as [`Store::coded`].
+    /// Errors: [`StoreError::UnknownDeal`], [`StoreError::UnknownRun`],
+    /// [`StoreError::Range`] (a position ≥ size, or too many).
+    pub fn served(&self, deal: u64, run: RunId, positions: &[u64]) -> Result<Vec<(Vec<u8>, Vec<B256>)>> {
+        self.with_state(deal, |st| {
+            let size = st.run_size(run)?;
+            if let Some(p) = positions.iter().find(|p| **p >= size) {
+                return Err(StoreError::Range(format!("position {p} of a run of {size}")));
+            }
+            let cb = st.format.coded_block_bytes() as u64;
+            check_range(0, positions.len() as u64, u64::MAX, cb + 32 * 32)?;
+            let (out, damaged) = runs::read_served(&st.dir, run, &st.format, size, positions, true);
+            if damaged > 0 {
+                tracing::warn!(deal, %run, damaged, asked = positions.len(), "serving a damaged run: some blocks or paths are unreadable");
+            }
+            Ok(out)
+        })
+    }
+
+    /// Coded blocks `start..start+count` of `run`, without paths; a block that cannot
+    /// be read (missing, truncated or unreadable file) is **empty**, the others are
+    /// served (see [`Store::served`]).
+    ///
+    /// Errors: [`StoreError::UnknownDeal`], [`StoreError::UnknownRun`],
+    /// [`StoreError::Range`].
     pub fn coded_range(&self, deal: u64, run: RunId, start: u64, count: u64) -> Result<Vec<Vec<u8>>> {
         self.with_state(deal, |st| {
             let size = st.run_size(run)?;
             check_range(start, count, size, st.format.coded_block_bytes() as u64)?;
-            runs::read_blocks(&st.dir, run, &st.format, start, count)
+            let positions: Vec<u64> = (start..start + count).collect();
+            let (out, damaged) = runs::read_served(&st.dir, run, &st.format, size, &positions, false);
+            if damaged > 0 {
+                tracing::debug!(deal, %run, "serving a damaged run's blocks");
+            }
+            Ok(out.into_iter().map(|(b, _)| b).collect())
         })
     }
 

@@ -54,7 +54,13 @@ pub(crate) fn open(dir: &Path, config: StoreConfig) -> Result<Store> {
     let deals_dir = dir.join("deals");
     std::fs::create_dir_all(&deals_dir).map_err(|e| StoreError::io("create", &deals_dir, 0, e))?;
     let db = open_metadata_db(dir)?;
-    let store = Store { dir: dir.to_path_buf(), config, db, deals: RwLock::new(BTreeMap::new()) };
+    let store = Store {
+        dir: dir.to_path_buf(),
+        config,
+        db,
+        deals: RwLock::new(BTreeMap::new()),
+        commit_fault: Default::default(),
+    };
     let mut metas = Vec::new();
     for kv in store.db.scan_prefix([meta::DEAL_PREFIX]) {
         let (_, v) = kv?;

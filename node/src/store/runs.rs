@@ -131,15 +131,6 @@ fn read_at(f: &File, path: &Path, offset: u64, len: usize) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// Coded blocks `start..start+count` of a run (raw bytes; not rehashed or parsed).
-pub(crate) fn read_blocks(dir: &Path, run: RunId, format: &BlockFormat, start: u64, count: u64) -> Result<Vec<Vec<u8>>> {
-    let path = blocks_path(dir, run);
-    let f = open(&path)?;
-    let cb = format.coded_block_bytes();
-    let all = read_at(&f, &path, start.saturating_mul(cb as u64), (count as usize).saturating_mul(cb))?;
-    Ok(all.chunks_exact(cb).map(|c| c.to_vec()).collect())
-}
-
 /// Coded blocks at `positions` of a run.
 pub(crate) fn read_positions(dir: &Path, run: RunId, format: &BlockFormat, positions: &[u64]) -> Result<Vec<Vec<u8>>> {
     let path = blocks_path(dir, run);
@@ -176,6 +167,60 @@ pub(crate) fn read_paths(dir: &Path, run: RunId, size: u64, positions: &[u64]) -
         out.push(siblings);
     }
     Ok(out)
+}
+
+/// A served position: the coded block (empty if unreadable) and its path prefix.
+pub(crate) type ServedItem = (Vec<u8>, Vec<B256>);
+
+/// What a damaged run still gives, position by position (for public reads): the
+/// coded blocks of `positions` that can be read in full (an empty vector where the
+/// blocks file is missing, short or unreadable there), each with the longest prefix
+/// of its run-tree path that the tree file still holds (empty if the tree is
+/// missing; no paths at all unless `with_paths`). Nothing is rehashed: a reader
+/// verifies each block against the run root ([`dpor_core::salvage`]). Returns the
+/// served items and how many positions lacked a block or a full path.
+pub(crate) fn read_served(
+    dir: &Path,
+    run: RunId,
+    format: &BlockFormat,
+    size: u64,
+    positions: &[u64],
+    with_paths: bool,
+) -> (Vec<ServedItem>, usize) {
+    let cb = format.coded_block_bytes();
+    let blocks = File::open(blocks_path(dir, run)).ok();
+    let tree = if with_paths { File::open(tree_path(dir, run)).ok() } else { None };
+    let depth = size.trailing_zeros();
+    let mut damaged = 0;
+    let out = positions
+        .iter()
+        .map(|&pos| {
+            let block = blocks
+                .as_ref()
+                .and_then(|f| {
+                    let mut buf = vec![0u8; cb];
+                    f.read_exact_at(&mut buf, pos.saturating_mul(cb as u64)).ok().map(|_| buf)
+                })
+                .unwrap_or_default();
+            let mut path = Vec::with_capacity(depth as usize);
+            if let Some(f) = &tree {
+                let mut layer_start = 0u64;
+                for h in 0..depth {
+                    let mut b = [0u8; 32];
+                    if f.read_exact_at(&mut b, (layer_start + ((pos >> h) ^ 1)) * 32).is_err() {
+                        break;
+                    }
+                    path.push(B256::from(b));
+                    layer_start += size >> h;
+                }
+            }
+            if block.is_empty() || (with_paths && path.len() < depth as usize) {
+                damaged += 1;
+            }
+            (block, path)
+        })
+        .collect();
+    (out, damaged)
 }
 
 /// Run-tree leaves `start..start+count` of a run.

@@ -140,8 +140,9 @@ impl Store {
         let blocks = read_u_chunked(st, n)?;
         let records = u_records(&st.format, &blocks)?;
         drop(blocks);
-        let c = code::c_rebuild(&records, meta.log_blocks(), st.format.width())?;
+        let mut c = code::c_rebuild(&records, meta.log_blocks(), st.format.width())?;
         drop(records);
+        self.apply_commit_fault(C0, &mut c, st.format.width());
         let root_c = runs::write_run(&st.dir, C0, &st.format, &c)?;
         drop(c);
         let old = meta.clone();

@@ -45,7 +45,8 @@ impl Store {
         };
         let run = RunId { tag, built_at };
         self.ensure_space(runs::run_disk_bytes(&st.format, size).saturating_add(block.len() as u64))?;
-        let blocks = compute_run(st, step, index, &block)?;
+        let mut blocks = compute_run(st, step, index, &block)?;
+        self.apply_commit_fault(run, &mut blocks, st.format.width());
         let run_root = runs::write_run(&st.dir, run, &st.format, &blocks)?;
         drop(blocks);
 

@@ -333,12 +333,16 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
             let mut human = format!("extracted {} bytes from coded blocks only in {:.2} s into {}\n", data.len(), secs, out.display());
             for r in &runs {
                 human.push_str(&format!(
-                    "  run {:>10}: {:>7} of {:>7} coded blocks intact ({:.1}%)\n",
+                    "  run {:>10}: {:>7} of {:>7} coded blocks intact ({:.1}%)",
                     r.run,
                     r.intact,
                     r.size,
                     100.0 * r.intact as f64 / r.size as f64
                 ));
+                if r.bad_checksum > 0 || r.corrected > 0 {
+                    human.push_str(&format!(", {} wrong dropped by checksum, {} corrected by decoding", r.bad_checksum, r.corrected));
+                }
+                human.push('\n');
             }
             Ok(Output::new(human.trim_end().to_string(), json!({"bytes": data.len(), "seconds": secs, "runs": runs, "out": out})))
         }

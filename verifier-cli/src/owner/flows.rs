@@ -11,7 +11,6 @@ use dpor_core::audit::{spot_check, RunCommitment, SampleResponse};
 use dpor_core::checksum::{OwnerKeys, Place, RHO};
 use dpor_core::code;
 use dpor_core::digest::Digest;
-use dpor_core::extract::{self, Present};
 use dpor_core::field::Fp;
 use dpor_core::merkle::{self, MerkleTree};
 use dpor_core::state::{write_step, WriteStep};
@@ -583,94 +582,8 @@ pub async fn download(node: &NodeClient, state: &OwnerState, bar: Option<&Progre
     Ok(out)
 }
 
-/// Per-run figures of an extraction.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct RunPresence {
-    /// The run.
-    pub run: String,
-    /// Coded blocks in it.
-    pub size: u64,
-    /// Blocks that came back intact (matching the run's tree).
-    pub intact: u64,
-}
-
-/// Extract (DESIGN §6): the file from C and the filled levels only. Each run's leaves
-/// are checked against its root; a coded block that is missing, malformed or does
-/// not match its leaf is an erasure; each run is decoded from what is left.
-pub async fn extract(
-    node: &NodeClient,
-    state: &OwnerState,
-    bar: Option<&ProgressBar>,
-) -> anyhow::Result<(Vec<u8>, Vec<RunPresence>)> {
-    ensure!(state.uploaded, "nothing uploaded yet");
-    let format = state.format()?;
-    let coded_bytes = format.coded_block_bytes() as u64;
-    let runs = state.runs();
-    if let Some(b) = bar {
-        b.set_length(runs.iter().map(|(_, s)| s * coded_bytes).sum());
-    }
-    let mut fetched: Vec<(RunId, Vec<(u64, Vec<Fp>)>)> = Vec::new();
-    let mut report = Vec::new();
-    for (entry, size) in &runs {
-        let id = RunId::from(entry.run);
-        let mut leaves = Vec::with_capacity(*size as usize);
-        let per = batch_len(32);
-        let mut start = 0;
-        while start < *size {
-            let count = per.min(size - start);
-            leaves.extend(node.run_leaves(state.deal, entry.run, start, count).await?);
-            start += count;
-        }
-        let root = MerkleTree::new(leaves.clone()).context("run tree")?.root();
-        ensure!(root == entry.root, "the node's leaves of run {id} do not match its root");
-        let mut present = Vec::new();
-        let per = batch_len(coded_bytes);
-        let mut start = 0;
-        while start < *size {
-            let count = per.min(size - start);
-            let blocks = match node.coded(state.deal, entry.run, start, count).await {
-                Ok(b) => b,
-                Err(e) => {
-                    tracing::warn!("run {id} blocks {start}..{}: {e:#}", start + count);
-                    Vec::new()
-                }
-            };
-            for (j, block) in blocks.iter().enumerate() {
-                let p = start + j as u64;
-                let ok = merkle::run_leaf(p, &merkle::block_root(block)) == leaves[p as usize];
-                if let (true, Ok(e)) = (ok, format.coded_from_bytes(block)) {
-                    present.push((p, e));
-                }
-            }
-            if let Some(b) = bar {
-                b.inc(count * coded_bytes);
-            }
-            start += count;
-        }
-        report.push(RunPresence { run: id.to_string(), size: *size, intact: present.len() as u64 });
-        fetched.push((id, present));
-    }
-    let mut c_present: Present<'_> = Vec::new();
-    let mut levels: Vec<(u32, Present<'_>)> = Vec::new();
-    for (id, present) in &fetched {
-        let p: Present<'_> = present.iter().map(|(pos, e)| (*pos, e.as_slice())).collect();
-        match id.tag.as_level() {
-            None => c_present = p,
-            Some(l) => levels.push((l, p)),
-        }
-    }
-    let blocks = extract::extract(&format, state.log_blocks(), state.write_count, &c_present, &levels)
-        .context("the file cannot be recovered from the coded blocks")?;
-    let mut out = Vec::with_capacity(state.file_bytes as usize);
-    for b in &blocks {
-        if out.len() as u64 >= state.file_bytes {
-            break;
-        }
-        out.extend_from_slice(b);
-    }
-    out.truncate(state.file_bytes as usize);
-    Ok((out, report))
-}
+/// Extract (DESIGN §6): see [`super::extract`], which this re-exports.
+pub use super::extract::{extract, RunPresence};
 
 /// The digest of the owner's verified state, with the next version.
 pub fn next_digest(state: &OwnerState, version: u64) -> Digest {
