@@ -104,6 +104,9 @@ fn state(market: Address, lambda: u32) -> OwnerState {
         levels: Vec::new(),
         digest_version: 0,
         cache_levels: 2, // levels 0–1 from the cache, C and level 2 from σ̃ on the node
+        pending: None,
+        path: None,
+        stashed: None,
     }
 }
 
