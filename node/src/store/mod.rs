@@ -131,6 +131,8 @@ pub struct DealView {
     pub posted: Option<Digest>,
     /// Ids of the open disputes whose digests are pinned, ascending.
     pub disputes: Vec<u64>,
+    /// Epochs whose digest in force is pinned until they settle ([`Store::pin_epoch`]), ascending.
+    pub epoch_pins: Vec<u64>,
 }
 
 /// What a write did.
@@ -199,7 +201,14 @@ impl DealState {
             levels: m.levels.clone(),
             cosigned: m.cosigned.clone(),
             posted: m.posted.clone(),
-            disputes: m.disputes.iter().map(|(id, _)| *id).collect(),
+            disputes: m.disputes.iter().map(|(id, _)| *id).filter(|id| id & digests::EPOCH_PIN == 0).collect(),
+            epoch_pins: m
+                .disputes
+                .iter()
+                .map(|(id, _)| *id)
+                .filter(|id| id & digests::EPOCH_PIN != 0)
+                .map(|id| id & !digests::EPOCH_PIN)
+                .collect(),
         }
     }
 
