@@ -4,9 +4,10 @@ pragma solidity ^0.8.24;
 import {Digest, SampleProof, BlockProof, DigestRecord} from "../lib/DporTypes.sol";
 import {IRandomnessBeacon} from "./IRandomnessBeacon.sol";
 
-/// @title IDporMarketTypes
-/// @notice Types, custom errors and events of the dpor market (docs/CONTRACTS.md).
-interface IDporMarketTypes {
+/// @title IDporMarket
+/// @notice Types, custom errors and events of the dpor market (docs/CONTRACTS.md); the
+///         functions are in {IDporMarketFull} below.
+interface IDporMarket {
     // ---------------------------------------------------------------- types
 
     /// @notice Life cycle of a deal: Open (escrowed, waiting for the provider) →
@@ -274,12 +275,12 @@ interface IDporMarketTypes {
     event Withdrawn(address indexed account, uint256 amount);
 }
 
-/// @title IDporMarket
+/// @title IDporMarketFull
 /// @notice The whole ABI of a deployed {DporMarket} (the market's own functions and
 ///         those its fallback delegates to {DporMarketExt}); chain/abi/DporMarket.json is
 ///         generated from it (script/gen-abi checks it matches the two contracts).
 ///         Semantics: docs/CONTRACTS.md §3 and the implementations' NatSpec.
-interface IDporMarket is IDporMarketTypes {
+interface IDporMarketFull is IDporMarket {
     // ------------------------------------------------------------ parameters
     function token() external view returns (address);
     function beacon() external view returns (IRandomnessBeacon);
