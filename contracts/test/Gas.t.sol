@@ -3,6 +3,9 @@ pragma solidity ^0.8.24;
 
 import {MarketFixture} from "./utils/MarketFixture.sol";
 import {IDporMarket} from "../src/market/IDporMarket.sol";
+import {DporMarket} from "../src/DporMarket.sol";
+import {IRandomnessBeacon} from "../src/market/IRandomnessBeacon.sol";
+import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {Digest, SampleProof, BlockProof} from "../src/lib/DporTypes.sol";
 import {DporMerkle} from "../src/lib/DporMerkle.sol";
 import {DporSampling} from "../src/lib/DporSampling.sol";
@@ -146,18 +149,22 @@ contract GasTest is MarketFixture {
     /// @dev Salts the beacon until every sample of epoch 0 is provable here (C positions
     ///      below 2^LOW); returns the proofs.
     function _grind(uint256 id, Digest memory d, uint256 k) internal returns (BlockProof[] memory ps) {
+        return _grindAt(id, d, k, 0);
+    }
+
+    function _grindAt(uint256 id, Digest memory d, uint256 k, uint64 e) internal returns (BlockProof[] memory ps) {
         bytes32 h = market.digestHash(d);
-        (uint256 start,) = market.epochWindow(id, 0);
+        (uint256 start,) = market.epochWindow(id, e);
         vm.warp(start + 60);
         uint64 round = beacon.roundAt(start);
         for (uint256 i;; ++i) {
             beacon.setSalt(keccak256(abi.encode("grind", i)));
-            bytes32 seed = keccak256(abi.encode(beacon.randomness(round), id, uint256(0)));
+            bytes32 seed = keccak256(abi.encode(beacon.randomness(round), id, uint256(e)));
             if (_provable(seed, h, k)) break;
         }
         ps = new BlockProof[](k);
         for (uint256 j; j < k; ++j) {
-            (uint8 tag, uint64 p) = market.epochSample(id, 0, j);
+            (uint8 tag, uint64 p) = market.epochSample(id, e, j);
             ps[j] = _blockProof(tag, p);
         }
     }
@@ -197,6 +204,34 @@ contract GasTest is MarketFixture {
         _epoch(id, d, 1, true);
     }
 
+    /// Steady state: a later epoch of the deal (status word and the provider's owed
+    /// balance already non-zero) whose global seed another deal's proof already stored.
+    function _steady(uint8 k) internal {
+        (uint256 id, Digest memory d) = _deal(k);
+        BlockProof[] memory ps = _grind(id, d, k);
+        market.submitEpochProof(id, 0, d, ps);
+        ps = _grindAt(id, d, k, 1);
+        market.touchSeed(id, 1);
+        bytes memory data = abi.encodeCall(market.submitEpochProof, (id, 1, d, ps));
+        _cool();
+        uint256 g = gasleft();
+        market.submitEpochProof(id, 1, d, ps);
+        uint256 exec = g - gasleft();
+        _report(
+            string.concat("submitEpochProof (N=2^20, 10 levels, K=", vm.toString(uint256(k)), ", steady state)"),
+            exec,
+            data
+        );
+    }
+
+    function test_gas_epochProof_K1_steady() public {
+        _steady(1);
+    }
+
+    function test_gas_epochProof_K2_steady() public {
+        _steady(2);
+    }
+
     function test_gas_epochProof_K2() public {
         (uint256 id, Digest memory d) = _deal(2);
         _epoch(id, d, 2, false);
@@ -205,6 +240,12 @@ contract GasTest is MarketFixture {
     function test_gas_epochProof_K2_seedStored() public {
         (uint256 id, Digest memory d) = _deal(2);
         _epoch(id, d, 2, true);
+    }
+
+    function test_gas_deployment() public {
+        uint256 g = gasleft();
+        new DporMarket(IERC20(address(token)), IRandomnessBeacon(address(beacon)), _params());
+        emit log_named_uint("deployment of DporMarket + DporMarketExt + DporVerifier: execution gas", g - gasleft());
     }
 
     function test_gas_disputesAndOthers() public {
@@ -218,6 +259,11 @@ contract GasTest is MarketFixture {
         uint256 g = gasleft();
         uint256 q = market.openDispute(id, 0, 2, bytes32("t"), 0, uint64(pos), uint32(ci));
         _report("openDispute", g - gasleft(), data);
+        data = abi.encodeCall(market.recordAudit, (id, 0, 2, true, bytes32("t")));
+        _cool();
+        g = gasleft();
+        market.recordAudit(id, 0, 2, true, bytes32("t"));
+        _report("recordAudit", g - gasleft(), data);
         data = abi.encodeCall(market.answerDispute, (q, d, p));
         _cool();
         g = gasleft();
