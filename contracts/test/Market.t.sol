@@ -356,6 +356,11 @@ contract MarketTest is MarketFixture {
         uint256 id = _openAccepted(4, BETA, 1, 4);
         _postReal(id, 1, 0);
         _pastGrace(id);
+        uint128 slash = uint128((4 * uint256(COLLATERAL) + MAX_FAILURES - 1) / MAX_FAILURES);
+        vm.expectEmit(true, true, true, true, address(market));
+        emit IDporMarket.DealClosed(id, 4, 3 * slash, 0, 0); // 4 faults, capped by the collateral
+        vm.expectEmit(true, true, true, true, address(market));
+        emit IDporMarket.DealTerminated(id, 4, 16 * PRICE, 4 * COLLATERAL - 3 * slash);
         market.closeDeal(id);
         IDporMarket.Deal memory deal = market.getDeal(id);
         vm.assertEq(uint256(deal.state), uint256(IDporMarket.DealState.Terminated));
@@ -692,6 +697,8 @@ contract MarketTest is MarketFixture {
         vm.warp(block.timestamp + EPOCH);
         vm.roll(block.number + 1);
         vm.setBlockhash(block.number - 1, bytes32(uint256(0xabc)));
+        vm.expectEmit(true, true, true, true, address(m));
+        emit IDporMarket.SeedRecorded(1, 0, bytes32(uint256(0xabc)), true);
         vm.assertEq(IDporMarketFull(address(m)).recordSeed(1), bytes32(uint256(0xabc)));
         vm.setBlockhash(block.number - 1, bytes32(uint256(0xdef)));
         vm.assertEq(IDporMarketFull(address(m)).recordSeed(1), bytes32(uint256(0xabc)));

@@ -226,9 +226,12 @@ interface IDporMarket {
     event DealCancelled(uint256 indexed dealId, uint128 refund);
     /// @notice `startEpoch` is the global epoch of deal epoch 0.
     event DealAccepted(uint256 indexed dealId, uint64 acceptedAt, uint64 startEpoch, uint128 collateral);
-    /// @notice A deal ended normally (closeDeal, or exitBeforeUpload). `faultedEpochs`
-    ///         epochs that had a digest in force were never settled and were slashed now
-    ///         (`slashed` to the owner, included in nothing else).
+    /// @notice A deal ended by closeDeal or exitBeforeUpload. `faultedEpochs` epochs that
+    ///         had a digest in force were never settled and were faulted now, `slashed`
+    ///         going to the owner. If those faults terminate the deal, this event carries
+    ///         escrowRefund = collateralReturned = 0 and is followed by {DealTerminated}
+    ///         with the escrow and collateral credited to the owner (each amount appears
+    ///         in exactly one event).
     event DealClosed(
         uint256 indexed dealId,
         uint32 faultedEpochs,

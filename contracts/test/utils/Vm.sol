@@ -47,6 +47,7 @@ interface Vm {
     function stopBroadcast() external;
     function etch(address, bytes calldata) external;
     function cool(address) external;
+    function expectEmit(bool, bool, bool, bool, address) external;
     function mockCall(address, bytes calldata, bytes calldata) external;
 }
 
