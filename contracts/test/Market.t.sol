@@ -576,7 +576,7 @@ contract MarketTest is MarketFixture {
         bytes memory shorter = new bytes(239);
         for (uint256 i; i < 239; ++i) shorter[i] = bad[0].codedBlock[i];
         bad[0].codedBlock = shorter;
-        vm.expectRevert(IDporMarket.InvalidProof.selector);
+        vm.expectRevert(IDporMarket.WrongBlockLength.selector);
         market.submitEpochProof(id, 1, d, bad);
         market.submitEpochProof(id, 1, d, ps);
         vm.expectRevert(IDporMarket.EpochSettled.selector);

@@ -169,11 +169,9 @@ interface IDporMarket {
     /// The digest given is not the one in force for the epoch (the last one posted
     /// strictly before the epoch's start).
     error DigestNotInForce();
-    /// Unknown digest version for the deal.
-    error UnknownVersion();
     /// The beacon has not recorded the round of a global epoch's start yet.
     error SeedUnavailable(uint64 round);
-    /// A coded block of the wrong length.
+    /// An epoch proof's coded block is not exactly 8·(1 + ⌈β/7⌉) bytes.
     error WrongBlockLength();
     error EpochOutOfRange();
     error EpochNotStarted();
@@ -284,6 +282,15 @@ interface IDporMarket {
 ///         generated from it (script/gen-abi checks it matches the two contracts).
 ///         Semantics: docs/CONTRACTS.md §3 and the implementations' NatSpec.
 interface IDporMarketFull is IDporMarket {
+    // ------------------------------------------------------------ from OpenZeppelin bases
+    // (declared here so the generated ABI decodes every revert and event of the market)
+    error ReentrancyGuardReentrantCall();
+    error SafeERC20FailedOperation(address token);
+    error InvalidShortString();
+    error StringTooLong(string str);
+    /// ERC-5267.
+    event EIP712DomainChanged();
+
     // ------------------------------------------------------------ parameters
     /// @notice The ERC-20 of escrow, collateral, stakes and bonds.
     function token() external view returns (address);

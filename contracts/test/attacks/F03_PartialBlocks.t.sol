@@ -43,7 +43,7 @@ contract F03_PartialBlocks is MarketFixture {
         assembly ("memory-safe") {
             mstore(b, 1024) // drop the last chunk
         }
-        vm.expectRevert(IDporMarket.InvalidProof.selector);
+        vm.expectRevert(IDporMarket.WrongBlockLength.selector);
         market.submitEpochProof(id, 0, d, ps);
     }
 
