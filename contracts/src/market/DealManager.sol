@@ -176,7 +176,7 @@ abstract contract DealManager is MarketBase {
         (uint128 esc, uint128 col) = _drain(d);
         if (d.failures >= maxFailures) {
             d.state = DealState.Terminated;
-            emit DealClosed(dealId, uint32(faults), slashed, esc, 0);
+            emit DealClosed(dealId, uint32(faults), slashed, 0, 0);
             emit DealTerminated(dealId, d.failures, esc, col);
             _credit(d.owner, uint256(esc) + slashed + col);
         } else {

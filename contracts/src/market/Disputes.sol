@@ -12,7 +12,7 @@ abstract contract Disputes is MarketBase {
     ///         failure with consequences goes through {openDispute}).
     /// @dev Anyone, unbonded on purpose: a record moves no funds and changes no state any
     ///      function reads; each names its `auditor` (msg.sender), so readers filter by
-    ///      the auditors they trust, and a spammer pays its own storage (≈ 70k gas per
+    ///      the auditors they trust, and a spammer pays its own storage (≈ 130k gas per
     ///      record). docs/CONTRACTS.md §7. The deal must have been accepted;
     ///      1 ≤ version ≤ the posted version.
     /// @return auditId The record's id.

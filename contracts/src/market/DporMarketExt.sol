@@ -13,7 +13,7 @@ import {MarketParams} from "../lib/DporTypes.sol";
 /// @notice Providers, audit records and disputes of a {DporMarket}, run by delegatecall
 ///         from the market's fallback in the market's storage (same {MarketBase}
 ///         layout and the same immutables, passed by the market's constructor). Its
-///         state-changing functions revert {IDporMarketTypes.WrongContext} when called
+///         state-changing functions revert {IDporMarket.WrongContext} when called
 ///         directly.
 contract DporMarketExt is ProviderRegistry, Disputes {
     /// @dev Created by the market's constructor: msg.sender is the market.

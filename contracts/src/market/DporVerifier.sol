@@ -16,11 +16,14 @@ contract DporVerifier {
     error InvalidProof();
     /// @notice Not exactly K proofs.
     error WrongSampleCount();
+    /// @notice A coded block of the wrong length.
+    error WrongBlockLength();
 
     /// @notice Checks an epoch proof: `proofs.length == k`, proof j names the
     ///         (runTag, position) that ENCODING §8 derives from (seed, digestHash, j)
-    ///         and carries the whole coded block (8·(1 + ⌈β/7⌉) bytes) whose block root
-    ///         and run path lead to the run's root in `d`. Reverts on any failure.
+    ///         and carries the whole coded block (8·(1 + ⌈β/7⌉) bytes, else
+    ///         WrongBlockLength) whose block root and run path lead to the run's root in
+    ///         `d` (else InvalidProof). Reverts on any failure.
     /// @param seed Per-deal sample seed S (docs/ENCODING.md §9).
     /// @param digestHash D, the hash of `d` (checked by the caller).
     /// @param d The digest in force for the epoch (its preimage).
@@ -41,6 +44,7 @@ contract DporVerifier {
             BlockProof calldata p = proofs[j];
             (uint256 tag, uint256 pos) = DporSampling.epochSample(seed, digestHash, j, d.numBlocks, d.writeCount);
             if (p.runTag != tag || p.position != pos) revert WrongSample();
+            if (p.codedBlock.length != blockBytes) revert WrongBlockLength();
             if (!DporDigest.verifyBlock(d, p, blockBytes)) revert InvalidProof();
         }
     }

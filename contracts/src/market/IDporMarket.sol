@@ -4,9 +4,10 @@ pragma solidity ^0.8.24;
 import {Digest, SampleProof, BlockProof, DigestRecord} from "../lib/DporTypes.sol";
 import {IRandomnessBeacon} from "./IRandomnessBeacon.sol";
 
-/// @title IDporMarketTypes
-/// @notice Types, custom errors and events of the dpor market (docs/CONTRACTS.md).
-interface IDporMarketTypes {
+/// @title IDporMarket
+/// @notice Types, custom errors and events of the dpor market (docs/CONTRACTS.md); the
+///         functions are in {IDporMarketFull} below.
+interface IDporMarket {
     // ---------------------------------------------------------------- types
 
     /// @notice Life cycle of a deal: Open (escrowed, waiting for the provider) →
@@ -168,11 +169,9 @@ interface IDporMarketTypes {
     /// The digest given is not the one in force for the epoch (the last one posted
     /// strictly before the epoch's start).
     error DigestNotInForce();
-    /// Unknown digest version for the deal.
-    error UnknownVersion();
     /// The beacon has not recorded the round of a global epoch's start yet.
     error SeedUnavailable(uint64 round);
-    /// A coded block of the wrong length.
+    /// An epoch proof's coded block is not exactly 8·(1 + ⌈β/7⌉) bytes.
     error WrongBlockLength();
     error EpochOutOfRange();
     error EpochNotStarted();
@@ -225,9 +224,12 @@ interface IDporMarketTypes {
     event DealCancelled(uint256 indexed dealId, uint128 refund);
     /// @notice `startEpoch` is the global epoch of deal epoch 0.
     event DealAccepted(uint256 indexed dealId, uint64 acceptedAt, uint64 startEpoch, uint128 collateral);
-    /// @notice A deal ended normally (closeDeal, or exitBeforeUpload). `faultedEpochs`
-    ///         epochs that had a digest in force were never settled and were slashed now
-    ///         (`slashed` to the owner, included in nothing else).
+    /// @notice A deal ended by closeDeal or exitBeforeUpload. `faultedEpochs` epochs that
+    ///         had a digest in force were never settled and were faulted now, `slashed`
+    ///         going to the owner. If those faults terminate the deal, this event carries
+    ///         escrowRefund = collateralReturned = 0 and is followed by {DealTerminated}
+    ///         with the escrow and collateral credited to the owner (each amount appears
+    ///         in exactly one event).
     event DealClosed(
         uint256 indexed dealId,
         uint32 faultedEpochs,
@@ -274,39 +276,71 @@ interface IDporMarketTypes {
     event Withdrawn(address indexed account, uint256 amount);
 }
 
-/// @title IDporMarket
+/// @title IDporMarketFull
 /// @notice The whole ABI of a deployed {DporMarket} (the market's own functions and
 ///         those its fallback delegates to {DporMarketExt}); chain/abi/DporMarket.json is
 ///         generated from it (script/gen-abi checks it matches the two contracts).
 ///         Semantics: docs/CONTRACTS.md §3 and the implementations' NatSpec.
-interface IDporMarket is IDporMarketTypes {
+interface IDporMarketFull is IDporMarket {
+    // ------------------------------------------------------------ from OpenZeppelin bases
+    // (declared here so the generated ABI decodes every revert and event of the market)
+    error ReentrancyGuardReentrantCall();
+    error SafeERC20FailedOperation(address token);
+    error InvalidShortString();
+    error StringTooLong(string str);
+    /// ERC-5267.
+    event EIP712DomainChanged();
+
     // ------------------------------------------------------------ parameters
+    /// @notice The ERC-20 of escrow, collateral, stakes and bonds.
     function token() external view returns (address);
+    /// @notice The randomness beacon; address(0) in dev mode.
     function beacon() external view returns (IRandomnessBeacon);
+    /// @notice The DporVerifier the market created.
     function verifier() external view returns (address);
+    /// @notice The DporMarketExt the market delegates provider, audit and dispute calls to.
     function extension() external view returns (address);
+    /// @notice T0, origin of the epoch grid (deployment timestamp).
     function genesis() external view returns (uint64);
+    /// @notice P, seconds per epoch and per proof window.
     function epochSeconds() external view returns (uint64);
+    /// @notice Seconds a provider has to answer a dispute.
     function answerSeconds() external view returns (uint64);
+    /// @notice Seconds after the last deadline during which disputes may be opened.
     function graceSeconds() external view returns (uint64);
+    /// @notice Seconds after acceptance after which a deal with no digest may be exited.
     function uploadSeconds() external view returns (uint64);
+    /// @notice Epochs of notice of requestExit after the current epoch.
     function exitNoticeEpochs() external view returns (uint32);
+    /// @notice Bond per dispute.
     function disputeBond() external view returns (uint128);
+    /// @notice Challenger share of a dispute slash (basis points).
     function challengerShareBps() external view returns (uint16);
+    /// @notice Faults that terminate a deal.
     function maxFailures() external view returns (uint16);
+    /// @notice Stake needed to accept deals.
     function minStake() external view returns (uint256);
+    /// @notice True in dev mode (blockhash seeds: grindable, local only).
     function devSeeds() external view returns (bool);
+    /// @notice Floor of epochSeconds (6 h).
     function MIN_EPOCH_SECONDS() external view returns (uint64);
+    /// @notice Floor of answerSeconds (15 h).
     function MIN_ANSWER_SECONDS() external view returns (uint64);
+    /// @notice Floor of graceSeconds and uploadSeconds (1 day).
     function MIN_GRACE_SECONDS() external view returns (uint64);
+    /// @notice Ceiling of every duration (365 days).
     function MAX_SECONDS() external view returns (uint64);
+    /// @notice Floor of maxFailures (3).
     function MIN_MAX_FAILURES() external view returns (uint16);
 
     // ------------------------------------------------------------ ledger
+    /// @notice Tokens `account` may pull with withdraw.
     function owed(address account) external view returns (uint256);
+    /// @notice Pays the caller everything it is owed.
     function withdraw() external returns (uint256 amount);
 
     // ------------------------------------------------------------ providers (extension)
+    /// @notice Registers the caller as a provider with a stake (extension).
     function register(
         bytes calldata peerId,
         string[] calldata multiaddrs,
@@ -315,6 +349,7 @@ interface IDporMarket is IDporMarketTypes {
         uint64 capacityBlocks,
         uint256 stake
     ) external;
+    /// @notice Updates the caller's provider record (extension).
     function updateProvider(
         bytes calldata peerId,
         string[] calldata multiaddrs,
@@ -322,12 +357,17 @@ interface IDporMarket is IDporMarketTypes {
         uint128 collateralPerBlock,
         uint64 capacityBlocks
     ) external;
+    /// @notice Adds to the caller's stake (extension).
     function addStake(uint256 amount) external;
+    /// @notice Withdraws stake with no active deal (extension).
     function withdrawStake(uint256 amount) external;
+    /// @notice The provider record (extension).
     function getProvider(address provider) external view returns (Provider memory);
 
     // ------------------------------------------------------------ deals
+    /// @notice Deals opened; ids are 1..dealCount.
     function dealCount() external view returns (uint256);
+    /// @notice Opens a deal; escrow pulled; reverts PriceBelowAsk / CollateralBelowMin.
     function openDeal(
         address provider,
         uint64 numBlocks,
@@ -338,16 +378,25 @@ interface IDporMarket is IDporMarketTypes {
         uint128 pricePerBlockEpoch,
         uint128 minCollateralPerBlock
     ) external returns (uint256 dealId);
+    /// @notice Cancels an Open deal (owner).
     function cancelDeal(uint256 dealId) external;
+    /// @notice Accepts an Open deal, collateral pulled (provider).
     function acceptDeal(uint256 dealId) external;
+    /// @notice Shortens the term to the current epoch + 1 + exitNoticeEpochs (owner or provider).
     function requestExit(uint256 dealId) external;
+    /// @notice Closes a deal with no digest after uploadSeconds (owner or provider).
     function exitBeforeUpload(uint256 dealId) external;
+    /// @notice Closes after the last deadline + grace, faulting unsettled epochs with a digest in force.
     function closeDeal(uint256 dealId) external;
+    /// @notice The deal (state None if unknown).
     function getDeal(uint256 dealId) external view returns (Deal memory);
 
     // ------------------------------------------------------------ digests
+    /// @notice Posts a digest signed by owner and provider (ECDSA or ERC-1271).
     function postDigest(Digest calldata d, bytes calldata ownerSig, bytes calldata providerSig) external;
+    /// @notice The EIP-712 hash both parties sign.
     function digestHash(Digest calldata d) external view returns (bytes32);
+    /// @notice The EIP-712 domain separator.
     function domainSeparator() external view returns (bytes32);
     /// ERC-5267 (OpenZeppelin EIP712).
     function eip712Domain()
@@ -362,33 +411,48 @@ interface IDporMarket is IDporMarketTypes {
             bytes32 salt,
             uint256[] memory extensions
         );
+    /// @notice The stored record of a digest version.
     function getDigestRecord(uint256 dealId, uint64 version) external view returns (DigestRecord memory);
+    /// @notice The digest in force for a deal epoch (last posted strictly before its start).
     function digestInForce(uint256 dealId, uint64 epoch)
         external
         view
         returns (uint64 version, bytes32 hash, uint64 writeCount);
 
     // ------------------------------------------------------------ epochs and seeds
+    /// @notice Proves a deal epoch with K whole coded blocks against the digest in force.
     function submitEpochProof(uint256 dealId, uint64 epoch, Digest calldata d, BlockProof[] calldata proofs)
         external;
+    /// @notice Settles an unproven epoch after its deadline (a fault only with a digest in force).
     function markMissed(uint256 dealId, uint64 epoch) external;
+    /// @notice Stored seed of a global epoch (0 if not stored).
     function globalSeeds(uint64 globalEpoch) external view returns (bytes32);
+    /// @notice Stores and returns the seed of a global epoch.
     function recordSeed(uint64 globalEpoch) external returns (bytes32);
+    /// @notice Stores the global seed if needed; returns the deal epoch's sample seed.
     function touchSeed(uint256 dealId, uint64 epoch) external returns (bytes32);
+    /// @notice The sample seed of a deal epoch without storing.
     function peekSeed(uint256 dealId, uint64 epoch) external view returns (bytes32);
+    /// @notice Sample j of a deal epoch: (run tag, position).
     function epochSample(uint256 dealId, uint64 epoch, uint256 j)
         external
         view
         returns (uint8 runTag, uint64 position);
+    /// @notice Start and deadline (timestamps) of a deal epoch.
     function epochWindow(uint256 dealId, uint64 epoch) external view returns (uint256 start, uint256 deadline);
+    /// @notice Settlement of a deal epoch.
     function epochStatus(uint256 dealId, uint64 epoch) external view returns (EpochStatus);
 
     // ------------------------------------------------------------ audits and disputes (extension)
+    /// @notice Audit records; ids are 1..auditCount.
     function auditCount() external view returns (uint256);
+    /// @notice Disputes; ids are 1..disputeCount.
     function disputeCount() external view returns (uint256);
+    /// @notice Records an audit outcome, no economic effect (extension).
     function recordAudit(uint256 dealId, uint64 epoch, uint64 version, bool passed, bytes32 transcriptHash)
         external
         returns (uint256 auditId);
+    /// @notice Opens a dispute on one chunk of the latest digest, bond pulled (extension).
     function openDispute(
         uint256 dealId,
         uint64 epoch,
@@ -398,8 +462,12 @@ interface IDporMarket is IDporMarketTypes {
         uint64 position,
         uint32 chunkIndex
     ) external returns (uint256 disputeId);
+    /// @notice Answers a dispute with the chunk proof (extension).
     function answerDispute(uint256 disputeId, Digest calldata d, SampleProof calldata proof) external;
+    /// @notice Slashes an unanswered dispute after its deadline (extension).
     function slash(uint256 disputeId) external;
+    /// @notice The dispute (extension).
     function getDispute(uint256 disputeId) external view returns (Dispute memory);
+    /// @notice The audit record (extension).
     function getAudit(uint256 auditId) external view returns (AuditRecord memory);
 }

@@ -5,7 +5,7 @@ import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol";
 import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
-import {IDporMarketTypes} from "./IDporMarket.sol";
+import {IDporMarket} from "./IDporMarket.sol";
 import {IRandomnessBeacon} from "./IRandomnessBeacon.sol";
 import {DporVerifier} from "./DporVerifier.sol";
 import {Digest, DigestRecord, MarketParams} from "../lib/DporTypes.sol";
@@ -17,7 +17,7 @@ import {DporDigest} from "../lib/DporDigest.sol";
 ///         {DporMarket} and {DporMarketExt} (reached by delegatecall from the market's
 ///         fallback) derive from it, so they share one storage layout; no other
 ///         contract in either hierarchy declares state variables.
-abstract contract MarketBase is IDporMarketTypes, ReentrancyGuard, EIP712 {
+abstract contract MarketBase is IDporMarket, ReentrancyGuard, EIP712 {
     using SafeERC20 for IERC20;
 
     /// @notice Floor of `epochSeconds` (6 h; docs/CONTRACTS.md §1: Sia's proof window is 144 blocks ≈ 24 h).
