@@ -71,6 +71,24 @@ impl Market {
         }
     }
 
+    /// The sample seed S of a deal epoch if it can no longer change: the stored global
+    /// seed, or in beacon mode the recorded beacon round (what any later touch stores).
+    /// `None` in dev mode while the global seed is not stored (a blockhash that moves
+    /// with every block until the first `touchSeed`), or while unavailable.
+    pub async fn stable_epoch_seed(&self, deal_id: u64, epoch: u64) -> Result<Option<B256>, ChainError> {
+        let deal = self.get_deal(deal_id).await?;
+        if !deal.accepted() || epoch >= u64::from(deal.num_epochs) {
+            return Ok(None);
+        }
+        if let Some(g) = self.global_seed(deal.start_epoch + epoch).await? {
+            return Ok(Some(crate::sampling::sample_seed(g, deal_id, epoch)));
+        }
+        if self.view("devSeeds", self.market.devSeeds()).await? {
+            return Ok(None);
+        }
+        self.epoch_seed(deal_id, epoch).await
+    }
+
     /// Sample `j` of an epoch (`epochSample`) against the digest in force for it.
     /// Errors: `NoDigest`, `SeedUnavailable`, `EpochNotStarted`, `EpochOutOfRange`.
     pub async fn epoch_sample(&self, deal_id: u64, epoch: u64, j: u64) -> Result<(u8, u64), ChainError> {

@@ -1,7 +1,7 @@
 //! Plain Rust views of the contract's records (`IDporMarket.sol` types), with named
 //! fields and enums instead of the ABI's tuples and `uint8`s.
 
-use crate::bindings::IDporMarketTypes;
+use crate::bindings::IDporMarket;
 use alloy_primitives::{Address, Bytes, B256, U256};
 
 /// A deal's life-cycle state (docs/CONTRACTS.md §2).
@@ -137,7 +137,7 @@ pub struct DealInfo {
 
 impl DealInfo {
     /// From the ABI struct.
-    pub fn from_abi(id: u64, d: &IDporMarketTypes::Deal) -> Self {
+    pub fn from_abi(id: u64, d: &IDporMarket::Deal) -> Self {
         Self {
             id,
             owner: d.owner,
@@ -309,8 +309,8 @@ pub struct ProviderInfo {
     pub multiaddrs: Vec<String>,
 }
 
-impl From<IDporMarketTypes::Provider> for ProviderInfo {
-    fn from(p: IDporMarketTypes::Provider) -> Self {
+impl From<IDporMarket::Provider> for ProviderInfo {
+    fn from(p: IDporMarket::Provider) -> Self {
         Self {
             registered: p.registered,
             capacity_blocks: p.capacityBlocks,
@@ -354,7 +354,7 @@ pub struct DisputeInfo {
 
 impl DisputeInfo {
     /// From the ABI struct; errors if the deal id does not fit u64.
-    pub fn from_abi(id: u64, d: &IDporMarketTypes::Dispute) -> Result<Self, crate::ChainError> {
+    pub fn from_abi(id: u64, d: &IDporMarket::Dispute) -> Result<Self, crate::ChainError> {
         Ok(Self {
             id,
             deal_id: crate::client::to_u64(d.dealId)?,

@@ -171,8 +171,8 @@ pub(crate) async fn deal_info(ctx: &Ctx, deal: u64) -> anyhow::Result<DealInfo> 
     d.into_deal().with_context(|| format!("deal {deal} does not exist on chain"))
 }
 
-/// The epoch to use when none was given: the one whose proof window contains the next
-/// block, or, once the deal's epochs are over, its last epoch.
+/// The epoch to use when none was given: the one whose window contains the latest
+/// block's timestamp, or, once the deal's epochs are over, its last epoch.
 pub(crate) async fn default_epoch(ctx: &Ctx, d: &DealInfo) -> anyhow::Result<u64> {
     if d.accepted_at == 0 {
         bail!("deal {} was never accepted: it has no epochs", d.id);
@@ -223,16 +223,20 @@ mod tests {
             provider: Default::default(),
             state: DealState::None,
             num_epochs: 0,
+            term_epochs: 0,
             block_size: 0,
             lambda: 0,
             samples_per_epoch: 0,
             num_blocks: 0,
             accepted_at: 0,
+            start_epoch: 0,
             failures: 0,
             open_disputes: 0,
             digest_version: 0,
             write_count: 0,
             digest_hash: B256::ZERO,
+            first_digest_at: 0,
+            settled_with_digest: 0,
             price_per_epoch: 0,
             escrow: 0,
             collateral: 0,
