@@ -186,8 +186,35 @@ pub(crate) async fn audit_seed(ctx: &Ctx, deal: u64, epoch: u64) -> anyhow::Resu
     bail!("the seed of epoch {epoch} of deal {deal} is not available yet (epoch not started, or its beacon round not recorded)")
 }
 
-/// Runs `audit`.
+/// When a failed audit opens a dispute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DisputePolicy {
+    /// Never (report and record only).
+    Never,
+    /// On the first failed sample, whatever the fault (`dpor audit --dispute`).
+    FirstFailure,
+    /// Only on a sample the node served wrong (a block that came back with the wrong
+    /// position, length or root): a node that does not answer is a missed epoch, not a
+    /// dispute (`dpor watch` until its retries run out).
+    ServedWrong,
+}
+
+/// Runs `audit` (`dispute` = [`DisputePolicy::FirstFailure`]).
 pub async fn run(ctx: &Ctx, deal: u64, epoch: Option<u64>, record: bool, dispute: bool) -> anyhow::Result<Output> {
+    let policy = if dispute { DisputePolicy::FirstFailure } else { DisputePolicy::Never };
+    run_with(ctx, deal, epoch, record, policy).await
+}
+
+/// Runs the public audit of `deal` at `epoch`, recording it (`record`) and opening a
+/// dispute per `policy`. The JSON output has `epoch` (the one whose seed was used),
+/// `passed`, `failures` and, if one was opened, `dispute_id`.
+pub async fn run_with(
+    ctx: &Ctx,
+    deal: u64,
+    epoch: Option<u64>,
+    record: bool,
+    policy: DisputePolicy,
+) -> anyhow::Result<Output> {
     let started = Instant::now();
     let d = deal_info(ctx, deal).await?;
     ensure!(d.has_digest(), "deal {deal} has no posted digest yet: there is nothing to audit");
@@ -317,9 +344,13 @@ pub async fn run(ctx: &Ctx, deal: u64, epoch: Option<u64>, record: bool, dispute
     // On-chain consequences. Errors here are reported, and fail the command, but only
     // after the report is complete.
     let mut chain_error: Option<anyhow::Error> = None;
-    let open = dispute && !passed;
-    if open {
-        let first = &outcome.failures[0];
+    let target_failure = match policy {
+        DisputePolicy::Never => None,
+        DisputePolicy::FirstFailure => outcome.failures.first(),
+        DisputePolicy::ServedWrong => outcome.failures.iter().find(|f| !matches!(f.fault, SampleFault::Missing)),
+    };
+    let open = target_failure.is_some();
+    if let Some(first) = target_failure {
         let returned = collected
             .iter()
             .find(|c| c.id.tag == first.tag)

@@ -18,6 +18,7 @@ pub mod dispute;
 pub mod mark_missed;
 pub mod record;
 pub mod slash;
+pub mod watch;
 pub mod withdraw;
 
 use crate::context::Ctx;
@@ -107,6 +108,31 @@ pub enum AuditorCommand {
     },
     /// Withdraw everything the market owes your account (bonds, slash shares, payments).
     Withdraw,
+    /// Long-running auditor: each epoch audits the deals (public audit), records the
+    /// outcome, disputes a sample the node served wrong (a silent node only after
+    /// --retries audits), marks unproven epochs missed, slashes unanswered disputes
+    /// and withdraws its share. Progress survives restarts (--watch-state, written
+    /// atomically); one log line per action (--json: one JSON object per line).
+    Watch {
+        /// A deal to watch (repeatable).
+        #[arg(long = "deal")]
+        deals: Vec<u64>,
+        /// Watch every deal on the market.
+        #[arg(long, conflicts_with = "deals")]
+        all: bool,
+        /// The progress file.
+        #[arg(long, default_value = "dpor-watch.json")]
+        watch_state: std::path::PathBuf,
+        /// Seconds between passes.
+        #[arg(long, default_value_t = 30)]
+        interval: u64,
+        /// Audits of an epoch with only missing samples before a dispute is opened anyway.
+        #[arg(long, default_value_t = 3)]
+        retries: u32,
+        /// One pass, then exit.
+        #[arg(long)]
+        once: bool,
+    },
 }
 
 /// The error an audit that found failed samples returns *after* printing its report
@@ -141,6 +167,18 @@ pub async fn run(ctx: &Ctx, cmd: AuditorCommand) -> anyhow::Result<Output> {
         AuditorCommand::Slash { dispute } => slash::run(ctx, dispute).await,
         AuditorCommand::MarkMissed { deal, epoch } => mark_missed::run(ctx, deal, epoch).await,
         AuditorCommand::Withdraw => withdraw::run(ctx).await,
+        AuditorCommand::Watch { deals, all, watch_state, interval, retries, once } => {
+            anyhow::ensure!(all || !deals.is_empty(), "give --deal ID (repeatable) or --all");
+            let args = watch::WatchArgs {
+                deals,
+                all,
+                state: watch_state,
+                interval: std::time::Duration::from_secs(interval.max(1)),
+                retries,
+                once,
+            };
+            watch::run(ctx, args).await
+        }
     }
 }
 
