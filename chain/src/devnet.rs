@@ -91,6 +91,57 @@ impl Devnet {
         Ok(dev)
     }
 
+    /// Starts anvil, deploys `DrandBeacon` with the public key `pk_words` (the four
+    /// constructor words, e.g. `dpor_beacon::LocalBeacon::public_key_words`), round 1
+    /// at the chain's current time and one round every `period` seconds, then the
+    /// market reading its seeds from it (`opts.beacon` is replaced). Returns the devnet
+    /// and the beacon's address.
+    pub async fn start_with_beacon(
+        mut opts: DevnetOptions,
+        pk_words: [U256; 4],
+        period: u64,
+    ) -> Result<(Devnet, Address), ChainError> {
+        let root = repo_root();
+        let err = |m: String| ChainError::Rpc { method: "devnet", message: m };
+        let port = free_port().map_err(|e| err(format!("no free port: {e}")))?;
+        let bin = root.join("node_modules/.bin");
+        let mut cmd = Command::new(bin.join("anvil"));
+        cmd.args(["--host", "127.0.0.1", "--port", &port.to_string(), "--silent"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if let Some(bt) = opts.block_time {
+            cmd.args(["--block-time", &format!("{}", bt.as_secs_f64())]);
+        }
+        let child = cmd.spawn().map_err(|e| err(format!("cannot start anvil: {e} (run `npm install`)")))?;
+        let rpc_url = format!("http://127.0.0.1:{port}");
+        let mut dev = Devnet { child, rpc_url, market: Address::ZERO, token: Address::ZERO, chain_id: 0, deploy_block: 0 };
+        dev.wait_ready().await?;
+        let genesis = dev.timestamp().await?;
+        let beacon = {
+            let _guard = DEPLOY_LOCK.lock().await;
+            let words = format!("[{},{},{},{}]", pk_words[0], pk_words[1], pk_words[2], pk_words[3]);
+            let out = tokio::process::Command::new(root.join("node_modules/.bin/forge"))
+                .current_dir(&root)
+                .args(["create", "contracts/src/beacon/DrandBeacon.sol:DrandBeacon", "--rpc-url", &dev.rpc_url, "--broadcast"])
+                .args(["--private-key", ANVIL_KEYS[0], "--constructor-args", &words, &genesis.to_string(), &period.to_string()])
+                .stdin(Stdio::null())
+                .output()
+                .await
+                .map_err(|e| err(format!("cannot run forge create: {e}")))?;
+            let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            if !out.status.success() {
+                return Err(err(format!("forge create DrandBeacon failed:\n{text}")));
+            }
+            text.lines()
+                .find_map(|l| l.trim().strip_prefix("Deployed to:").and_then(|v| v.trim().parse::<Address>().ok()))
+                .ok_or_else(|| err(format!("no address in the forge create output:\n{text}")))?
+        };
+        opts.beacon = Some(beacon);
+        dev.deploy(&root, &opts).await?;
+        Ok((dev, beacon))
+    }
+
     async fn wait_ready(&mut self) -> Result<(), ChainError> {
         let url = self.rpc_url.parse().map_err(|e| rpc_err("devnet", e))?;
         let p = ProviderBuilder::new().connect_http(url);

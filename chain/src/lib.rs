@@ -18,6 +18,7 @@
 //! `epochSeconds`): deal epoch e is global epoch `startEpoch + e`.
 
 pub mod auditor_ops;
+pub mod beacon_ops;
 pub mod bindings;
 pub mod client;
 pub mod convert;
