@@ -42,7 +42,8 @@ async fn half_kept_blocks_are_caught_by_epoch_proofs_and_by_watch() {
 
         let state = w.path("watch.json");
         let st = state.to_str().unwrap();
-        let watch = || w.dpor(AUDITOR, &["watch", "--deal", &ds, "--once", "--watch-state", st, "--retries", "1"]);
+        let args = ["watch", "--deal", ds.as_str(), "--once", "--watch-state", st, "--retries", "1"];
+        let watch = || w.dpor(AUDITOR, &args);
 
         // Epoch 0 starts: watch audits, the node serves half-zeroed blocks → a dispute.
         let w0 = market.epoch_window(deal, 0).await.unwrap();
@@ -70,13 +71,18 @@ async fn half_kept_blocks_are_caught_by_epoch_proofs_and_by_watch() {
         assert_eq!(count(&actions(&r.stdout), "dispute"), 0, "second dispute after a lost state: {}", r.stdout);
         assert_eq!(market.disputes_for_deal(deal, 0).await.unwrap().len(), 1);
 
+        // The node's agent tries epoch 0 and refuses to send a proof that cannot verify.
+        let t0 = std::time::Instant::now();
+        while !w.node_log().contains("does not match the digest in force") {
+            assert!(t0.elapsed().as_secs() < 120, "the agent did not try epoch 0:\n{}", w.node_log());
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
         // Epoch 0 ends and the dispute deadline passes; the node could not prove epoch 0
         // (whole blocks) nor answer the dispute.
         let qd = market.get_dispute(q).await.unwrap().deadline;
         let w1 = market.epoch_window(deal, 1).await.unwrap();
         w.dev.warp_to(qd.max(w1.start) + 1).await.unwrap();
         assert_eq!(market.epoch_status(deal, 0).await.unwrap(), EpochStatus::None, "the node proved epoch 0?\n{}", w.node_log());
-        assert!(w.node_log().contains("does not match the digest in force"), "the agent did not try:\n{}", w.node_log());
         let r = watch().await;
         assert!(r.ok, "watch pass 2: {}\n{}", r.stdout, r.stderr);
         let a = actions(&r.stdout);
