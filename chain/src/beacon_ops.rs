@@ -17,6 +17,13 @@ alloy::sol!(
         function roundAt(uint256 timestamp) external view returns (uint64);
         function roundTime(uint64 round) external view returns (uint256);
         function record(uint64 round, bytes calldata sig) external returns (bytes32 value);
+        error RoundZero();
+        error RoundNotYetEmitted(uint64 round, uint256 emissionTime);
+        error AlreadyRecorded(uint64 round);
+        error InvalidSignatureLength(uint256 length);
+        error InvalidSignaturePoint();
+        error InvalidSignature(uint64 round);
+        error RoundOverflow();
     }
 );
 
@@ -50,7 +57,17 @@ impl Market {
         let b = self.beacon_at(beacon);
         let call = b.record(round, Bytes::from(sig));
         let from = self.require_account("record")?;
-        let pending = call.from(from).send().await.map_err(|e| contract_err("record", e))?;
+        let pending = call.from(from).send().await.map_err(|e| {
+            if let Some(data) = e.as_revert_data() {
+                if data.len() >= 4 {
+                    let sel = [data[0], data[1], data[2], data[3]];
+                    if let Some(name) = IDrandBeacon::IDrandBeaconErrors::name_by_selector(sel) {
+                        return ChainError::Reverted { method: "record", error: name.to_string() };
+                    }
+                }
+            }
+            contract_err("record", e)
+        })?;
         let receipt = pending
             .with_timeout(Some(crate::client::RECEIPT_TIMEOUT))
             .get_receipt()
