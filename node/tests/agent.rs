@@ -161,10 +161,11 @@ async fn proof_after_a_newer_digest_passes_against_the_digest_in_force() {
         owner.epoch_status(deal, 0).await.unwrap() == EpochStatus::Proven
     })
     .await;
-    let calls = runs.calls.lock().unwrap();
-    assert!(calls.epoch_pins.contains(&(deal, 0, 1)), "digest 1 pinned for epoch 0: {:?}", calls.epoch_pins);
-    assert!(calls.digests.contains(&(deal, 2)));
-    drop(calls);
+    {
+        let calls = runs.calls.lock().unwrap();
+        assert!(calls.epoch_pins.contains(&(deal, 0, 1)), "digest 1 pinned for epoch 0: {:?}", calls.epoch_pins);
+        assert!(calls.digests.contains(&(deal, 2)));
+    }
     // the proof was against version 1 (EpochProven's version)
     assert_eq!(owner.digest_in_force(deal, 0).await.unwrap().version, 1);
     // and epoch 1 is proven against version 2
