@@ -4,18 +4,29 @@
 use crate::bindings::DporMarket;
 use crate::client::{to_u64, Market};
 use crate::error::ChainError;
-use crate::types::{DisputeInfo, EpochStatus, EpochWindow};
+use crate::types::{DisputeInfo, EpochStatus, EpochWindow, MarketParams};
 use alloy_primitives::{B256, U256};
 
 impl Market {
-    /// Blocks per epoch (`epochBlocks`, 1..256).
-    pub async fn epoch_blocks(&self) -> Result<u64, ChainError> {
-        self.view("epochBlocks", self.market.epochBlocks()).await
+    /// The market's time and economic parameters (several views; immutable, so callers
+    /// may cache them).
+    pub async fn params(&self) -> Result<MarketParams, ChainError> {
+        Ok(MarketParams {
+            genesis: self.view("genesis", self.market.genesis()).await?,
+            epoch_seconds: self.view("epochSeconds", self.market.epochSeconds()).await?,
+            answer_seconds: self.view("answerSeconds", self.market.answerSeconds()).await?,
+            grace_seconds: self.view("graceSeconds", self.market.graceSeconds()).await?,
+            upload_seconds: self.view("uploadSeconds", self.market.uploadSeconds()).await?,
+            exit_notice_epochs: self.view("exitNoticeEpochs", self.market.exitNoticeEpochs()).await?,
+            dispute_bond: self.view("disputeBond", self.market.disputeBond()).await?,
+            max_failures: self.view("maxFailures", self.market.maxFailures()).await?,
+            beacon: self.view("beacon", self.market.beacon()).await?,
+        })
     }
 
-    /// Blocks a provider has to answer a dispute (`disputeWindow`).
-    pub async fn dispute_window(&self) -> Result<u64, ChainError> {
-        self.view("disputeWindow", self.market.disputeWindow()).await
+    /// Seconds per epoch (`epochSeconds`).
+    pub async fn epoch_seconds(&self) -> Result<u64, ChainError> {
+        self.view("epochSeconds", self.market.epochSeconds()).await
     }
 
     /// The bond a challenger locks per dispute (`disputeBond`, wei).
@@ -23,30 +34,73 @@ impl Market {
         self.view("disputeBond", self.market.disputeBond()).await
     }
 
-    /// The seed of epoch `epoch` of deal `deal_id`: the stored one (`epochSeeds`) if the
-    /// epoch was touched, else what the contract would store now (`peekSeed`), or `None`
-    /// if the epoch has not started (its seed block is not mined yet) or the deal was
-    /// never accepted. Inside the epoch's proof window the peeked seed is exactly the one
-    /// a proof will be checked against (docs/CONTRACTS.md §5); peeked more than 256
-    /// blocks after the seed block of an untouched epoch, it is the "late" seed.
-    /// Errors: `EpochOutOfRange`, `UnknownDeal`.
+    /// The stored seed of global epoch `g` (`globalSeeds`), `None` if not stored yet.
+    pub async fn global_seed(&self, g: u64) -> Result<Option<B256>, ChainError> {
+        let s = self.view("globalSeeds", self.market.globalSeeds(g)).await?;
+        Ok((s != B256::ZERO).then_some(s))
+    }
+
+    /// Stores the seed of global epoch `g` if not stored yet (`recordSeed`, anyone):
+    /// beacon mode needs the beacon round `roundAt(start_g)` recorded first
+    /// (`SeedUnavailable(round)` otherwise); dev mode needs start_g to have passed
+    /// (`EpochNotStarted`). Returns the transaction hash.
+    pub async fn record_seed(&self, g: u64) -> Result<B256, ChainError> {
+        Ok(self.send("recordSeed", self.market.recordSeed(g)).await?.transaction_hash)
+    }
+
+    /// Stores the global seed of deal epoch `epoch` if needed (`touchSeed`, anyone).
+    /// Errors as [`Market::record_seed`], plus `WrongDealState`, `EpochOutOfRange`.
+    pub async fn touch_seed(&self, deal_id: u64, epoch: u64) -> Result<B256, ChainError> {
+        Ok(self.send("touchSeed", self.market.touchSeed(U256::from(deal_id), epoch)).await?.transaction_hash)
+    }
+
+    /// The per-deal sample seed S of epoch `epoch` (`peekSeed`): from the stored global
+    /// seed, else what `touchSeed` would store now; `None` while unavailable (the
+    /// epoch has not started, the beacon round is not recorded, the deal not accepted).
+    /// In dev mode an untouched seed changes with every block until stored: provers
+    /// touch it first ([`Market::touch_seed`]).
     pub async fn epoch_seed(&self, deal_id: u64, epoch: u64) -> Result<Option<B256>, ChainError> {
-        let stored = self.view("epochSeeds", self.market.epochSeeds(U256::from(deal_id), U256::from(epoch))).await?;
-        if stored != B256::ZERO {
-            return Ok(Some(stored));
-        }
         match self.view("peekSeed", self.market.peekSeed(U256::from(deal_id), epoch)).await {
             Ok(seed) => Ok(Some(seed)),
-            Err(e) if matches!(e.revert_name(), Some("EpochNotStarted") | Some("WrongDealState")) => Ok(None),
+            Err(e)
+                if matches!(e.revert_name(), Some(n) if n == "EpochNotStarted" || n == "WrongDealState" || n.starts_with("SeedUnavailable")) =>
+            {
+                Ok(None)
+            }
             Err(e) => Err(e),
         }
     }
 
-    /// The proof window of an epoch: blocks `(seed_block, deadline]`. Errors:
+    /// The sample seed S of a deal epoch if it can no longer change: the stored global
+    /// seed, or in beacon mode the recorded beacon round (what any later touch stores).
+    /// `None` in dev mode while the global seed is not stored (a blockhash that moves
+    /// with every block until the first `touchSeed`), or while unavailable.
+    pub async fn stable_epoch_seed(&self, deal_id: u64, epoch: u64) -> Result<Option<B256>, ChainError> {
+        let deal = self.get_deal(deal_id).await?;
+        if !deal.accepted() || epoch >= u64::from(deal.num_epochs) {
+            return Ok(None);
+        }
+        if let Some(g) = self.global_seed(deal.start_epoch + epoch).await? {
+            return Ok(Some(crate::sampling::sample_seed(g, deal_id, epoch)));
+        }
+        if self.view("devSeeds", self.market.devSeeds()).await? {
+            return Ok(None);
+        }
+        self.epoch_seed(deal_id, epoch).await
+    }
+
+    /// Sample `j` of an epoch (`epochSample`) against the digest in force for it.
+    /// Errors: `NoDigest`, `SeedUnavailable`, `EpochNotStarted`, `EpochOutOfRange`.
+    pub async fn epoch_sample(&self, deal_id: u64, epoch: u64, j: u64) -> Result<(u8, u64), ChainError> {
+        let r = self.view("epochSample", self.market.epochSample(U256::from(deal_id), epoch, U256::from(j))).await?;
+        Ok((r.runTag, r.position))
+    }
+
+    /// The proof window of an epoch: timestamps `[start, deadline)`. Errors:
     /// `EpochOutOfRange`, `UnknownDeal`.
     pub async fn epoch_window(&self, deal_id: u64, epoch: u64) -> Result<EpochWindow, ChainError> {
         let w = self.view("epochWindow", self.market.epochWindow(U256::from(deal_id), epoch)).await?;
-        Ok(EpochWindow { seed_block: to_u64(w.seedBlock)?, deadline: to_u64(w.deadline)? })
+        Ok(EpochWindow { start: to_u64(w.start)?, deadline: to_u64(w.deadline)? })
     }
 
     /// The settlement of an epoch.
@@ -55,14 +109,13 @@ impl Market {
         Ok(EpochStatus::from_u8(s))
     }
 
-    /// The epoch whose proof window contains the next block (where a transaction sent
-    /// now lands at the earliest): `(block + 1 − acceptedAt − 1) / epochBlocks`. `None`
-    /// if the deal was not accepted or all its epochs are over.
+    /// The deal epoch whose window contains the latest block's timestamp; `None` if the
+    /// deal was not accepted, its first epoch has not started, or all are over.
     pub async fn current_epoch(&self, deal_id: u64) -> Result<Option<u64>, ChainError> {
         let deal = self.get_deal(deal_id).await?;
-        let eb = self.epoch_blocks().await?;
-        let block = self.block_number().await?;
-        Ok(epoch_at(deal.accepted_at, eb, deal.num_epochs, block + 1))
+        let params = self.params().await?;
+        let now = self.latest_timestamp().await?;
+        Ok(params.deal_epoch_at(&deal, now))
     }
 
     /// Records an off-chain audit's outcome (no economic effect); returns the audit id.
@@ -84,10 +137,11 @@ impl Market {
         to_u64(ev.data.auditId)
     }
 
-    /// Opens a dispute on one sample (run tag, position, chunk) of the deal's current
-    /// digest (`version` must be the posted one), approving the bond first if the
-    /// allowance is short. Returns the dispute id. Errors: `WrongDealState`,
-    /// `StaleVersion`, `WrongSample`, `NoDigest`, ERC-20 errors.
+    /// Opens a dispute on one sample (run tag, position, chunk) of the deal's latest
+    /// digest (`version` must be the latest posted), approving the bond first if the
+    /// allowance is short; the provider must answer within `answerSeconds`. Returns the
+    /// dispute id. Errors: `WrongDealState`, `StaleVersion`, `WrongSample`, `NoDigest`,
+    /// `EpochOutOfRange`, `DisputePeriodOver` (after last deadline + grace), ERC-20 errors.
     #[allow(clippy::too_many_arguments)]
     pub async fn open_dispute(
         &self,
@@ -131,37 +185,10 @@ impl Market {
         Ok(self.send("slash", self.market.slash(U256::from(dispute_id))).await?.transaction_hash)
     }
 
-    /// Marks an unsettled epoch missed after its deadline (anyone). Errors:
-    /// `EpochNotOver`, `EpochSettled`, `WrongDealState`.
+    /// Marks an unsettled epoch missed after its deadline (anyone): escrow back to the
+    /// owner, and one fault slashed only if a digest was in force at the epoch's start.
+    /// Errors: `EpochNotOver`, `EpochSettled`, `WrongDealState`.
     pub async fn mark_missed(&self, deal_id: u64, epoch: u64) -> Result<B256, ChainError> {
         Ok(self.send("markMissed", self.market.markMissed(U256::from(deal_id), epoch)).await?.transaction_hash)
-    }
-}
-
-/// The epoch whose window `(s_e, s_e + epoch_blocks]` contains `block`, for a deal
-/// accepted at `accepted_at` with `num_epochs` epochs; `None` before the first window,
-/// after the last, or for an unaccepted deal (`accepted_at == 0`).
-pub fn epoch_at(accepted_at: u64, epoch_blocks: u64, num_epochs: u32, block: u64) -> Option<u64> {
-    if accepted_at == 0 || epoch_blocks == 0 || block <= accepted_at {
-        return None;
-    }
-    let e = (block - accepted_at - 1) / epoch_blocks;
-    (e < u64::from(num_epochs)).then_some(e)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::epoch_at;
-
-    #[test]
-    fn epochs_count_from_acceptance() {
-        // accepted at 100, 10 blocks per epoch: epoch 0 is blocks 101..=110.
-        assert_eq!(epoch_at(100, 10, 3, 100), None);
-        assert_eq!(epoch_at(100, 10, 3, 101), Some(0));
-        assert_eq!(epoch_at(100, 10, 3, 110), Some(0));
-        assert_eq!(epoch_at(100, 10, 3, 111), Some(1));
-        assert_eq!(epoch_at(100, 10, 3, 130), Some(2));
-        assert_eq!(epoch_at(100, 10, 3, 131), None);
-        assert_eq!(epoch_at(0, 10, 3, 5), None);
     }
 }

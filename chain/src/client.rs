@@ -118,6 +118,19 @@ impl Market {
         self.provider.get_block_number().await.map_err(|e| rpc_err("eth_blockNumber", e))
     }
 
+    /// The latest block's timestamp (seconds): "now" for the market's time checks
+    /// (the next transaction's block has a timestamp at least this).
+    pub async fn latest_timestamp(&self) -> Result<u64, ChainError> {
+        use alloy::eips::BlockNumberOrTag;
+        let b = self
+            .provider
+            .get_block_by_number(BlockNumberOrTag::Latest)
+            .await
+            .map_err(|e| rpc_err("eth_getBlockByNumber", e))?
+            .ok_or_else(|| rpc_err("eth_getBlockByNumber", "no latest block"))?;
+        Ok(b.header.timestamp)
+    }
+
     /// Sends a transaction from the signer, waits for its receipt (up to
     /// [`RECEIPT_TIMEOUT`]) and checks its status.
     pub(crate) async fn send<D: CallDecoder>(

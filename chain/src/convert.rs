@@ -12,8 +12,19 @@ use dpor_core::merkle::chunk_proof;
 
 /// The binding's `Digest` (the ABI struct of `contracts/src/lib/DporTypes.sol`).
 pub type ChainDigest = DporMarket::Digest;
-/// The binding's `SampleProof` (one 128-byte chunk with its chunk path and run path).
+/// The binding's `SampleProof` (one 128-byte chunk with its chunk path and run path;
+/// dispute answers).
 pub type SampleProof = DporMarket::SampleProof;
+/// The binding's `BlockProof` (one whole coded block with its run path; epoch proofs).
+pub type BlockProof = DporMarket::BlockProof;
+
+/// The epoch proof of the whole coded block at `position` of run `tag`
+/// (ENCODING §8 v2): the block's bytes (8·s) and its run path (log2 run size hashes,
+/// leaf to root). Errors: [`ChainError::Proof`] if the tag does not fit uint8.
+pub fn block_proof(coded_block: &[u8], run_path: Vec<B256>, tag: RunTag, position: u64) -> Result<BlockProof, ChainError> {
+    let run_tag = u8::try_from(tag.0).map_err(|_| ChainError::Proof(format!("run tag {} above 255", tag.0)))?;
+    Ok(BlockProof { runTag: run_tag, position, codedBlock: Bytes::copy_from_slice(coded_block), runPath: run_path })
+}
 
 /// Core digest → the binding's struct (same fields, same order).
 pub fn to_chain_digest(d: &Digest) -> ChainDigest {

@@ -15,23 +15,34 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// Deployment parameters of a [`Devnet`] (the constructor arguments of `DporMarket`;
-/// `None` keeps Deploy.s.sol's default).
+/// Deployment parameters of a [`Devnet`] (Deploy.s.sol's environment; `None` keeps its
+/// default). Durations are seconds and have floors in the contract (epoch 6 h, answer
+/// 15 h, grace and upload 1 day): tests warp time ([`Devnet::increase_time`],
+/// [`Devnet::warp_to`]) instead of shrinking them.
 #[derive(Debug, Clone, Default)]
 pub struct DevnetOptions {
     /// Seconds between blocks (fractions such as 0.5 work with anvil 1.7.1); `None`
     /// mines one block per transaction (automine).
     pub block_time: Option<Duration>,
-    /// `EPOCH_BLOCKS`: blocks per epoch (default 10).
-    pub epoch_blocks: Option<u64>,
-    /// `DISPUTE_WINDOW`: blocks to answer a dispute (default 20).
-    pub dispute_window: Option<u64>,
+    /// `EPOCH_SECONDS` (default 86400).
+    pub epoch_seconds: Option<u64>,
+    /// `ANSWER_SECONDS` (default 86400).
+    pub answer_seconds: Option<u64>,
+    /// `GRACE_SECONDS` (default 172800).
+    pub grace_seconds: Option<u64>,
+    /// `UPLOAD_SECONDS` (default 86400).
+    pub upload_seconds: Option<u64>,
+    /// `EXIT_NOTICE_EPOCHS` (default 7).
+    pub exit_notice_epochs: Option<u32>,
     /// `DISPUTE_BOND` in wei (default 100e18).
     pub dispute_bond: Option<U256>,
     /// `MAX_FAILURES` (default 3).
     pub max_failures: Option<u64>,
     /// `MIN_STAKE` in wei (default 1000e18).
     pub min_stake: Option<U256>,
+    /// `BEACON`: the randomness beacon the market reads seeds from (default none = dev
+    /// seeds from blockhash). See [`Devnet::start_with_beacon`] to deploy a local one.
+    pub beacon: Option<Address>,
 }
 
 /// A running anvil with the token and market deployed. Anvil is killed on drop.
@@ -50,7 +61,7 @@ static DEPLOY_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 impl Devnet {
     /// Starts anvil (automine, or one block every `block_time`) and deploys with the
-    /// default parameters (10 blocks per epoch, 20-block dispute window).
+    /// default parameters (1-day epochs, dev seeds).
     ///
     /// Errors: [`ChainError::Rpc`] if anvil or forge is missing, does not start, or
     /// the deploy output lacks the addresses.
@@ -84,6 +95,57 @@ impl Devnet {
         Ok(dev)
     }
 
+    /// Starts anvil, deploys `DrandBeacon` with the public key `pk_words` (the four
+    /// constructor words, e.g. `dpor_beacon::LocalBeacon::public_key_words`), round 1
+    /// at the chain's current time and one round every `period` seconds, then the
+    /// market reading its seeds from it (`opts.beacon` is replaced). Returns the devnet
+    /// and the beacon's address.
+    pub async fn start_with_beacon(
+        mut opts: DevnetOptions,
+        pk_words: [U256; 4],
+        period: u64,
+    ) -> Result<(Devnet, Address), ChainError> {
+        let root = repo_root();
+        let err = |m: String| ChainError::Rpc { method: "devnet", message: m };
+        let port = free_port().map_err(|e| err(format!("no free port: {e}")))?;
+        let bin = root.join("node_modules/.bin");
+        let mut cmd = Command::new(bin.join("anvil"));
+        cmd.args(["--host", "127.0.0.1", "--port", &port.to_string(), "--silent"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if let Some(bt) = opts.block_time {
+            cmd.args(["--block-time", &format!("{}", bt.as_secs_f64())]);
+        }
+        let child = cmd.spawn().map_err(|e| err(format!("cannot start anvil: {e} (run `npm install`)")))?;
+        let rpc_url = format!("http://127.0.0.1:{port}");
+        let mut dev = Devnet { child, rpc_url, market: Address::ZERO, token: Address::ZERO, chain_id: 0, deploy_block: 0 };
+        dev.wait_ready().await?;
+        let genesis = dev.timestamp().await?;
+        let beacon = {
+            let _guard = DEPLOY_LOCK.lock().await;
+            let words = format!("[{},{},{},{}]", pk_words[0], pk_words[1], pk_words[2], pk_words[3]);
+            let out = tokio::process::Command::new(root.join("node_modules/.bin/forge"))
+                .current_dir(&root)
+                .args(["create", "contracts/src/beacon/DrandBeacon.sol:DrandBeacon", "--rpc-url", &dev.rpc_url, "--broadcast"])
+                .args(["--private-key", ANVIL_KEYS[0], "--constructor-args", &words, &genesis.to_string(), &period.to_string()])
+                .stdin(Stdio::null())
+                .output()
+                .await
+                .map_err(|e| err(format!("cannot run forge create: {e}")))?;
+            let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            if !out.status.success() {
+                return Err(err(format!("forge create DrandBeacon failed:\n{text}")));
+            }
+            text.lines()
+                .find_map(|l| l.trim().strip_prefix("Deployed to:").and_then(|v| v.trim().parse::<Address>().ok()))
+                .ok_or_else(|| err(format!("no address in the forge create output:\n{text}")))?
+        };
+        opts.beacon = Some(beacon);
+        dev.deploy(&root, &opts).await?;
+        Ok((dev, beacon))
+    }
+
     async fn wait_ready(&mut self) -> Result<(), ChainError> {
         let url = self.rpc_url.parse().map_err(|e| rpc_err("devnet", e))?;
         let p = ProviderBuilder::new().connect_http(url);
@@ -106,12 +168,17 @@ impl Devnet {
         cmd.current_dir(root)
             .args(["script", "contracts/script/Deploy.s.sol:Deploy", "--rpc-url", &self.rpc_url, "--broadcast"])
             .stdin(Stdio::null());
-        let envs: [(&str, Option<String>); 5] = [
-            ("EPOCH_BLOCKS", opts.epoch_blocks.map(|v| v.to_string())),
-            ("DISPUTE_WINDOW", opts.dispute_window.map(|v| v.to_string())),
+        let envs: [(&str, Option<String>); 10] = [
+            ("EPOCH_SECONDS", opts.epoch_seconds.map(|v| v.to_string())),
+            ("ANSWER_SECONDS", opts.answer_seconds.map(|v| v.to_string())),
+            ("GRACE_SECONDS", opts.grace_seconds.map(|v| v.to_string())),
+            ("UPLOAD_SECONDS", opts.upload_seconds.map(|v| v.to_string())),
+            ("EXIT_NOTICE_EPOCHS", opts.exit_notice_epochs.map(|v| v.to_string())),
             ("DISPUTE_BOND", opts.dispute_bond.map(|v| v.to_string())),
             ("MAX_FAILURES", opts.max_failures.map(|v| v.to_string())),
             ("MIN_STAKE", opts.min_stake.map(|v| v.to_string())),
+            ("BEACON", opts.beacon.map(|v| v.to_string())),
+            ("DEPLOYER_KEY", None),
         ];
         for (k, v) in envs {
             match v {
@@ -179,19 +246,58 @@ impl Devnet {
         Market::connect(&self.rpc_url, self.market, Some(self.key(i))).await
     }
 
-    /// Mines `n` blocks at once (`anvil_mine`).
+    /// Mines `n` blocks at once (`anvil_mine`; each one second after the last).
     pub async fn mine(&self, n: u64) -> Result<(), ChainError> {
-        let url = self.rpc_url.parse().map_err(|e| rpc_err("anvil_mine", e))?;
-        let p = ProviderBuilder::new().connect_http(url);
-        let _: serde_json::Value =
-            p.raw_request("anvil_mine".into(), (U256::from(n),)).await.map_err(|e| rpc_err("anvil_mine", e))?;
+        let _: serde_json::Value = self.rpc("anvil_mine", (U256::from(n),)).await?;
         Ok(())
+    }
+
+    /// Moves chain time forward by `seconds` and mines one block with that timestamp
+    /// (`evm_increaseTime` + `evm_mine`). Returns the new block's timestamp.
+    pub async fn increase_time(&self, seconds: u64) -> Result<u64, ChainError> {
+        let _: serde_json::Value = self.rpc("evm_increaseTime", (U256::from(seconds),)).await?;
+        let _: serde_json::Value = self.rpc("evm_mine", ()).await?;
+        self.timestamp().await
+    }
+
+    /// Mines one block with timestamp `ts` (`anvil_setNextBlockTimestamp` + `evm_mine`),
+    /// or, if the chain is already at or past `ts`, one block one second later than the
+    /// latest. Returns the new block's timestamp (≥ `ts`).
+    pub async fn warp_to(&self, ts: u64) -> Result<u64, ChainError> {
+        let now = self.timestamp().await?;
+        if ts > now {
+            let _: serde_json::Value = self.rpc("anvil_setNextBlockTimestamp", (U256::from(ts),)).await?;
+        }
+        let _: serde_json::Value = self.rpc("evm_mine", ()).await?;
+        self.timestamp().await
+    }
+
+    /// The latest block's timestamp.
+    pub async fn timestamp(&self) -> Result<u64, ChainError> {
+        use alloy::eips::BlockNumberOrTag;
+        let url = self.rpc_url.parse().map_err(|e| rpc_err("eth_getBlockByNumber", e))?;
+        let b = ProviderBuilder::new()
+            .connect_http(url)
+            .get_block_by_number(BlockNumberOrTag::Latest)
+            .await
+            .map_err(|e| rpc_err("eth_getBlockByNumber", e))?
+            .ok_or_else(|| rpc_err("eth_getBlockByNumber", "no latest block"))?;
+        Ok(b.header.timestamp)
     }
 
     /// The current block number.
     pub async fn block_number(&self) -> Result<u64, ChainError> {
         let url = self.rpc_url.parse().map_err(|e| rpc_err("eth_blockNumber", e))?;
         ProviderBuilder::new().connect_http(url).get_block_number().await.map_err(|e| rpc_err("eth_blockNumber", e))
+    }
+
+    async fn rpc<P, R>(&self, method: &'static str, params: P) -> Result<R, ChainError>
+    where
+        P: serde::Serialize + Clone + std::fmt::Debug + Send + Sync + Unpin,
+        R: serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + Unpin + 'static,
+    {
+        let url = self.rpc_url.parse().map_err(|e| rpc_err(method, e))?;
+        ProviderBuilder::new().connect_http(url).raw_request(method.into(), params).await.map_err(|e| rpc_err(method, e))
     }
 }
 

@@ -3,7 +3,8 @@
 //! commits to them and the sample proofs an honest node would send. Stands in for the
 //! node's disk in tests of this crate and of the node's chain agent.
 
-use crate::convert::{sample_proof, SampleProof};
+use crate::convert::{block_proof, sample_proof, BlockProof, SampleProof};
+use crate::sampling::BlockSample;
 use crate::error::ChainError;
 use alloy_primitives::{B256, U256};
 use dpor_core::audit::RunTag;
@@ -109,5 +110,18 @@ impl StateFixture {
         let (block, path) =
             self.coded_block(r.id, position).ok_or_else(|| ChainError::Proof(format!("no block {position} in {tag}")))?;
         sample_proof(&block, path, tag, position, chunk)
+    }
+
+    /// The honest epoch proof of the whole coded block at (tag, position).
+    pub fn block_proof(&self, tag: RunTag, position: u64) -> Result<BlockProof, ChainError> {
+        let r = self.run_by_tag(tag).ok_or_else(|| ChainError::Proof(format!("no run {tag}")))?;
+        let (block, path) =
+            self.coded_block(r.id, position).ok_or_else(|| ChainError::Proof(format!("no block {position} in {tag}")))?;
+        block_proof(&block, path, tag, position)
+    }
+
+    /// The honest epoch proofs of `samples`, in order.
+    pub fn block_proofs(&self, samples: &[BlockSample]) -> Result<Vec<BlockProof>, ChainError> {
+        samples.iter().map(|x| self.block_proof(x.tag, x.position)).collect()
     }
 }

@@ -11,10 +11,14 @@
 //! - [`keys`]: key parsing and anvil's development keys.
 //! - `devnet` (feature `devnet`): a throw-away anvil with the contracts deployed.
 //!
-//! Units: token amounts are in base units (wei, 18 decimals); times are block numbers
-//! or epochs (`epochBlocks` blocks each, counted from the deal's acceptance block).
+//! - [`sampling`]: the epoch sample rule (ENCODING §8 "dpor.epoch.v2"), mirrored.
+//!
+//! Units: token amounts are in base units (wei, 18 decimals); times are block
+//! timestamps (seconds); epochs are on the market's global grid (`genesis`,
+//! `epochSeconds`): deal epoch e is global epoch `startEpoch + e`.
 
 pub mod auditor_ops;
+pub mod beacon_ops;
 pub mod bindings;
 pub mod client;
 pub mod convert;
@@ -27,6 +31,7 @@ pub mod keys;
 pub mod logs;
 pub mod owner_ops;
 pub mod provider_ops;
+pub mod sampling;
 pub mod token_ops;
 pub mod types;
 pub mod verify;
@@ -34,15 +39,19 @@ pub mod verify;
 pub use alloy::signers::local::PrivateKeySigner;
 pub use alloy_primitives::{Address, Bytes, B256, U256};
 pub use client::{revert_reason, Market};
-pub use convert::{from_chain_digest, sample_proof, sample_proof_for, sign_digest, to_chain_digest, ChainDigest, SampleProof};
+pub use convert::{
+    block_proof, from_chain_digest, sample_proof, sample_proof_for, sign_digest, to_chain_digest, BlockProof, ChainDigest,
+    SampleProof,
+};
 #[cfg(feature = "devnet")]
 pub use devnet::{anvil_binary, Devnet, DevnetOptions};
 #[cfg(feature = "devnet")]
 pub use devnet_state::StateFixture;
 pub use error::ChainError;
 pub use keys::{parse_key, ANVIL_KEYS};
+pub use sampling::{epoch_block_samples, sample_seed, BlockSample};
 pub use types::{
-    DealInfo, DealOpenedEvent, DealState, DisputeInfo, DisputeOpenedEvent, DisputeState, EpochStatus, EpochWindow,
-    PostedDigest, ProviderInfo,
+    DealInfo, DealOpenedEvent, DealState, DigestInForce, DigestRecord, DisputeInfo, DisputeOpenedEvent, DisputeState,
+    EpochStatus, EpochWindow, MarketParams, PostedDigest, ProviderInfo,
 };
-pub use verify::verify_sample_proof;
+pub use verify::{verify_block_proof, verify_sample_proof};

@@ -96,4 +96,31 @@ impl Market {
             })
             .collect()
     }
+
+    /// The audit records `auditor` made for epoch `epoch` of `deal_id` (`AuditRecorded`
+    /// logs from `from_block`; disputes record their audit too): (audit id, passed).
+    pub async fn audits_by(
+        &self,
+        deal_id: u64,
+        epoch: u64,
+        auditor: Address,
+        from_block: u64,
+    ) -> Result<Vec<(u64, bool)>, ChainError> {
+        // AuditRecorded(auditId indexed, dealId indexed, epoch indexed, …, auditor).
+        let f = Filter::new()
+            .topic2(B256::from(U256::from(deal_id)))
+            .topic3(B256::from(U256::from(epoch)))
+            .from_block(from_block);
+        self.logs::<DporMarket::AuditRecorded>("AuditRecorded logs", f)
+            .await?
+            .into_iter()
+            .filter(|(e, _)| e.auditor == auditor)
+            .map(|(e, _)| Ok((to_u64(e.auditId)?, e.passed)))
+            .collect()
+    }
+
+    /// The disputes `challenger` opened on `deal_id` from `from_block` on.
+    pub async fn disputes_by(&self, deal_id: u64, challenger: Address, from_block: u64) -> Result<Vec<DisputeOpenedEvent>, ChainError> {
+        Ok(self.disputes_for_deal(deal_id, from_block).await?.into_iter().filter(|q| q.challenger == challenger).collect())
+    }
 }

@@ -5,7 +5,7 @@ use crate::bindings::DporMarket;
 use crate::client::{to_u64, Market};
 use crate::convert::to_chain_digest;
 use crate::error::ChainError;
-use crate::types::DealInfo;
+use crate::types::{DealInfo, DigestInForce, DigestRecord};
 use alloy_primitives::{Address, Bytes, B256, U256};
 use dpor_core::digest::Digest;
 
@@ -13,8 +13,11 @@ impl Market {
     /// Opens a deal with `provider`, escrowing `price_per_block_epoch · num_blocks ·
     /// num_epochs` wei from the signer (approve first). `num_blocks` N is a power of two,
     /// `block_size` β in bytes, `lambda` λ audit samples per run, `samples_per_epoch` K
-    /// (1..8), `num_epochs` the duration. Returns the deal id. Errors: `NotRegistered`,
-    /// `NumBlocksNotPowerOfTwo`, `InvalidParameter`, `PriceBelowAsk`, ERC-20 errors.
+    /// whole-block samples per epoch proof, `num_epochs` the term;
+    /// `min_collateral_per_block` is the least collateral per block (wei) the owner
+    /// accepts (the provider's rate at acceptance must be at least this, issue 9
+    /// finding 8). Returns the deal id. Errors: `NotRegistered`, `PriceBelowAsk`,
+    /// `CollateralBelowMin`, `NumBlocksNotPowerOfTwo`, `InvalidParameter`, ERC-20 errors.
     #[allow(clippy::too_many_arguments)]
     pub async fn open_deal(
         &self,
@@ -25,6 +28,7 @@ impl Market {
         samples_per_epoch: u8,
         num_epochs: u32,
         price_per_block_epoch: u128,
+        min_collateral_per_block: u128,
     ) -> Result<u64, ChainError> {
         let call = self.market.openDeal(
             provider,
@@ -34,6 +38,7 @@ impl Market {
             samples_per_epoch,
             num_epochs,
             price_per_block_epoch,
+            min_collateral_per_block,
         );
         let r = self.send("openDeal", call).await?;
         let ev = r
@@ -78,10 +83,51 @@ impl Market {
         Ok(self.send("cancelDeal", self.market.cancelDeal(U256::from(deal_id))).await?.transaction_hash)
     }
 
-    /// Closes an Active deal after its last epoch's deadline (anyone): escrow of
-    /// unproven epochs to the owner, remaining collateral to the provider (credited;
-    /// pull with [`Market::withdraw`]). Errors: `DealNotOver`, `DisputesOpen`.
+    /// Closes an Active deal once disputes are over (last deadline + `graceSeconds`;
+    /// anyone): unsettled epochs that had a digest in force are faulted (slashed to the
+    /// owner), the escrow left goes to the owner, the collateral left to the provider
+    /// (credited; pull with [`Market::withdraw`]). Errors: `DealNotOver`,
+    /// `DisputesOpen`, `WrongDealState`.
     pub async fn close_deal(&self, deal_id: u64) -> Result<B256, ChainError> {
         Ok(self.send("closeDeal", self.market.closeDeal(U256::from(deal_id))).await?.transaction_hash)
+    }
+
+    /// Asks to end Active deal `deal_id` early (owner or provider): the term becomes the
+    /// current epoch plus `exitNoticeEpochs` (never longer than it was). Returns the new
+    /// number of epochs. Errors: `NotDealParty`, `WrongDealState`.
+    pub async fn request_exit(&self, deal_id: u64) -> Result<u32, ChainError> {
+        let r = self.send("requestExit", self.market.requestExit(U256::from(deal_id))).await?;
+        let ev = r
+            .decoded_log::<DporMarket::ExitRequested>()
+            .ok_or(ChainError::MissingEvent { method: "requestExit", event: "ExitRequested" })?;
+        Ok(ev.data.numEpochs)
+    }
+
+    /// Ends Active deal `deal_id` with no digest once `uploadSeconds` have passed since
+    /// acceptance (owner or provider): escrow back to the owner, collateral to the
+    /// provider, no fault. Errors: `NotDealParty`, `DigestExists`, `UploadNotOver`,
+    /// `WrongDealState`.
+    pub async fn exit_before_upload(&self, deal_id: u64) -> Result<B256, ChainError> {
+        Ok(self.send("exitBeforeUpload", self.market.exitBeforeUpload(U256::from(deal_id))).await?.transaction_hash)
+    }
+
+    /// The record of digest `version` of `deal_id` (`getDigestRecord`; zero hash if unknown).
+    pub async fn digest_record(&self, deal_id: u64, version: u64) -> Result<DigestRecord, ChainError> {
+        let r = self.view("getDigestRecord", self.market.getDigestRecord(U256::from(deal_id), version)).await?;
+        Ok(DigestRecord {
+            digest_hash: r.digestHash,
+            posted_at: r.postedAt,
+            write_count: r.writeCount,
+            next_version: r.nextVersion,
+            prev_version: r.prevVersion,
+        })
+    }
+
+    /// The digest in force for deal epoch `epoch` (`digestInForce`): the last posted
+    /// strictly before the epoch's start; version 0 if none (the epoch cannot be a
+    /// fault). Errors: `WrongDealState` (not accepted), `EpochOutOfRange`, `UnknownDeal`.
+    pub async fn digest_in_force(&self, deal_id: u64, epoch: u64) -> Result<DigestInForce, ChainError> {
+        let r = self.view("digestInForce", self.market.digestInForce(U256::from(deal_id), epoch)).await?;
+        Ok(DigestInForce { version: r.version, hash: r.hash, write_count: r.writeCount })
     }
 }

@@ -2,7 +2,7 @@
 //! proofs, dispute answers, withdrawing payments.
 
 use crate::client::Market;
-use crate::convert::{to_chain_digest, SampleProof};
+use crate::convert::{to_chain_digest, BlockProof, SampleProof};
 use crate::error::ChainError;
 use crate::types::ProviderInfo;
 use alloy_primitives::{Address, Bytes, B256, U256};
@@ -45,26 +45,30 @@ impl Market {
     }
 
     /// Accepts open deal `deal_id` as its provider, locking its collateral (approve
-    /// first). Returns the acceptance block (epoch 0's seed block). Errors:
+    /// first). Returns the acceptance timestamp and the global epoch of deal epoch 0
+    /// (the first global epoch starting after acceptance). Errors:
     /// `NotDealProvider`, `WrongDealState`, `StakeTooLow`, `CapacityExceeded`.
-    pub async fn accept_deal(&self, deal_id: u64) -> Result<u64, ChainError> {
+    pub async fn accept_deal(&self, deal_id: u64) -> Result<(u64, u64), ChainError> {
         let r = self.send("acceptDeal", self.market.acceptDeal(U256::from(deal_id))).await?;
         let ev = r
             .decoded_log::<crate::bindings::DporMarket::DealAccepted>()
             .ok_or(ChainError::MissingEvent { method: "acceptDeal", event: "DealAccepted" })?;
-        Ok(ev.data.acceptedAt)
+        Ok((ev.data.acceptedAt, ev.data.startEpoch))
     }
 
-    /// Submits the K sample proofs of epoch `epoch` against `digest` (the deal's current
-    /// digest preimage). Must land in the epoch's window (see [`Market::epoch_window`]).
-    /// Errors: `NoDigest`, `EpochNotStarted`, `EpochClosed`, `EpochSettled`,
-    /// `DigestMismatch`, `WrongSampleCount`, `WrongSample`, `InvalidProof`.
+    /// Submits the K whole-block proofs of epoch `epoch` (ENCODING §8 v2) against
+    /// `digest`, the preimage of the digest IN FORCE at the epoch's start
+    /// ([`Market::digest_in_force`]), whatever was posted since. Must land while
+    /// `start ≤ block.timestamp < deadline` ([`Market::epoch_window`]). Errors:
+    /// `EpochNotStarted`, `EpochClosed`, `EpochSettled`, `DigestNotInForce`,
+    /// `DigestMismatch`, `SeedUnavailable`, `WrongSampleCount`, `WrongSample`,
+    /// `WrongBlockLength`, `InvalidProof`.
     pub async fn submit_epoch_proof(
         &self,
         deal_id: u64,
         epoch: u64,
         digest: &Digest,
-        proofs: Vec<SampleProof>,
+        proofs: Vec<BlockProof>,
     ) -> Result<B256, ChainError> {
         let call = self.market.submitEpochProof(U256::from(deal_id), epoch, to_chain_digest(digest), proofs);
         Ok(self.send("submitEpochProof", call).await?.transaction_hash)

@@ -82,7 +82,9 @@ impl DisputeState {
     }
 }
 
-/// A deal (`getDeal`). Token amounts are in the token's base units (wei, 18 decimals).
+/// A deal (`getDeal`). Token amounts are in the token's base units (wei, 18 decimals);
+/// times are block timestamps (seconds); epochs are on the market's global grid
+/// (docs/CONTRACTS.md §2): deal epoch e is global epoch `start_epoch + e`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DealInfo {
     /// The deal id (1-based).
@@ -93,19 +95,22 @@ pub struct DealInfo {
     pub provider: Address,
     /// Life-cycle state.
     pub state: DealState,
-    /// Duration in epochs.
+    /// Epochs of the term (an exit may have lowered it).
     pub num_epochs: u32,
+    /// Epochs of the term at opening (before any exit).
+    pub term_epochs: u32,
     /// β, bytes per data block.
     pub block_size: u32,
     /// λ, audit samples per run (off-chain audits).
     pub lambda: u16,
-    /// K, samples per epoch proof.
+    /// K, whole-block samples per epoch proof.
     pub samples_per_epoch: u8,
     /// N, data blocks (a power of two).
     pub num_blocks: u64,
-    /// Block number of acceptance (0 while Open); epoch e's seed block is
-    /// `accepted_at + e·epochBlocks`.
+    /// Timestamp of acceptance (0 while Open).
     pub accepted_at: u64,
+    /// Global epoch of deal epoch 0 (0 while Open).
+    pub start_epoch: u64,
     /// Faults so far.
     pub failures: u16,
     /// Disputes currently open.
@@ -116,6 +121,10 @@ pub struct DealInfo {
     pub write_count: u64,
     /// EIP-712 hash of the latest digest (zero = none).
     pub digest_hash: B256,
+    /// Timestamp of the first digest (0 = none yet): epochs starting after it can be faults.
+    pub first_digest_at: u64,
+    /// Epochs settled (proven or missed) that had a digest in force.
+    pub settled_with_digest: u32,
     /// Payment per proven epoch (price · N), wei.
     pub price_per_epoch: u128,
     /// Escrow left, wei.
@@ -135,16 +144,20 @@ impl DealInfo {
             provider: d.provider,
             state: DealState::from_u8(d.state),
             num_epochs: d.numEpochs,
+            term_epochs: d.termEpochs,
             block_size: d.blockSize,
             lambda: d.lambda,
             samples_per_epoch: d.samplesPerEpoch,
             num_blocks: d.numBlocks,
             accepted_at: d.acceptedAt,
+            start_epoch: d.startEpoch,
             failures: d.failures,
             open_disputes: d.openDisputes,
             digest_version: d.digestVersion,
             write_count: d.writeCount,
             digest_hash: d.digestHash,
+            first_digest_at: d.firstDigestAt,
+            settled_with_digest: d.settledWithDigest,
             price_per_epoch: d.pricePerEpoch,
             escrow: d.escrow,
             collateral: d.collateral,
@@ -156,6 +169,121 @@ impl DealInfo {
     pub fn has_digest(&self) -> bool {
         self.digest_hash != B256::ZERO
     }
+
+    /// Whether the deal was accepted (epochs are running or over).
+    pub fn accepted(&self) -> bool {
+        self.accepted_at != 0
+    }
+}
+
+/// The market's time and economic parameters (immutable, read once; docs/CONTRACTS.md §1).
+/// Times in seconds, amounts in wei.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MarketParams {
+    /// T0, origin of the global epoch grid (a timestamp).
+    pub genesis: u64,
+    /// P, seconds per epoch (and per proof window).
+    pub epoch_seconds: u64,
+    /// Seconds a provider has to answer a dispute.
+    pub answer_seconds: u64,
+    /// Disputes stay possible this long after a deal's last deadline.
+    pub grace_seconds: u64,
+    /// A deal with no digest this long after acceptance may be exited.
+    pub upload_seconds: u64,
+    /// Epochs of notice of `requestExit` after the current one.
+    pub exit_notice_epochs: u32,
+    /// Bond per dispute, wei.
+    pub dispute_bond: u128,
+    /// Faults that terminate a deal.
+    pub max_failures: u16,
+    /// The randomness beacon (zero = dev mode: blockhash seeds, local only).
+    pub beacon: Address,
+}
+
+impl MarketParams {
+    /// Start timestamp of global epoch `g`: T0 + g·P.
+    pub fn global_start(&self, g: u64) -> u64 {
+        self.genesis.saturating_add(g.saturating_mul(self.epoch_seconds))
+    }
+
+    /// The global epoch containing timestamp `ts` (`None` before genesis).
+    pub fn global_epoch_at(&self, ts: u64) -> Option<u64> {
+        if ts < self.genesis || self.epoch_seconds == 0 {
+            return None;
+        }
+        Some((ts - self.genesis) / self.epoch_seconds)
+    }
+
+    /// The window `[start, deadline)` of deal epoch `epoch` (no range check).
+    pub fn window(&self, deal: &DealInfo, epoch: u64) -> EpochWindow {
+        let start = self.global_start(deal.start_epoch.saturating_add(epoch));
+        EpochWindow { start, deadline: start.saturating_add(self.epoch_seconds) }
+    }
+
+    /// The deal epoch whose window contains timestamp `ts`: `None` before the first
+    /// window, after the last, or for a deal not accepted.
+    pub fn deal_epoch_at(&self, deal: &DealInfo, ts: u64) -> Option<u64> {
+        if !deal.accepted() {
+            return None;
+        }
+        let g = self.global_epoch_at(ts)?;
+        let e = g.checked_sub(deal.start_epoch)?;
+        (e < u64::from(deal.num_epochs)).then_some(e)
+    }
+
+    /// The number of deal epochs whose deadline is ≤ `ts` (epochs 0..n are over).
+    pub fn epochs_over(&self, deal: &DealInfo, ts: u64) -> u64 {
+        if !deal.accepted() {
+            return 0;
+        }
+        let n = u64::from(deal.num_epochs);
+        match self.global_epoch_at(ts) {
+            None => 0,
+            Some(g) => g.saturating_sub(deal.start_epoch).min(n),
+        }
+    }
+
+    /// The deadline of the deal's last epoch (start of global epoch start_epoch + num_epochs).
+    pub fn last_deadline(&self, deal: &DealInfo) -> u64 {
+        self.global_start(deal.start_epoch.saturating_add(u64::from(deal.num_epochs)))
+    }
+
+    /// When disputes close and `closeDeal` may settle the deal: last deadline + grace.
+    pub fn dispute_period_end(&self, deal: &DealInfo) -> u64 {
+        self.last_deadline(deal).saturating_add(self.grace_seconds)
+    }
+
+    /// Whether seeds come from blockhash (no beacon; local development only).
+    pub fn dev_seeds(&self) -> bool {
+        self.beacon == Address::ZERO
+    }
+}
+
+/// What the market keeps of each posted digest (`getDigestRecord`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DigestRecord {
+    /// EIP-712 digest hash (zero = unknown version).
+    pub digest_hash: B256,
+    /// Timestamp of the postDigest transaction.
+    pub posted_at: u64,
+    /// t of the digest.
+    pub write_count: u64,
+    /// Version of the next digest posted (0 while this is the latest).
+    pub next_version: u64,
+    /// Version of the digest posted before (0 for the first).
+    pub prev_version: u64,
+}
+
+/// The digest in force for an epoch (`digestInForce`): the last posted strictly before
+/// the epoch's start. Version 0 = none (the epoch cannot be a fault).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DigestInForce {
+    /// Digest version (0 = none).
+    pub version: u64,
+    /// Its hash (zero = none).
+    pub hash: B256,
+    /// Its write count t.
+    pub write_count: u64,
 }
 
 /// A provider record (`getProvider`).
@@ -206,7 +334,7 @@ pub struct DisputeInfo {
     pub deal_id: u64,
     /// Who opened it (and locked the bond).
     pub challenger: Address,
-    /// Last block in which the provider may answer.
+    /// Answer deadline, a timestamp (inclusive).
     pub deadline: u64,
     /// State.
     pub state: DisputeState,
@@ -243,20 +371,20 @@ impl DisputeInfo {
     }
 }
 
-/// An epoch's proof window (docs/CONTRACTS.md §2): proofs are accepted in blocks
-/// `(seed_block, deadline]`.
+/// An epoch's proof window (docs/CONTRACTS.md §2), block timestamps: proofs are
+/// accepted while `start ≤ now < deadline`; markMissed from `deadline` on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EpochWindow {
-    /// s_e = acceptedAt + e·epochBlocks: the block whose hash seeds the epoch.
-    pub seed_block: u64,
-    /// s_e + epochBlocks: the last block a proof is accepted in.
+    /// Start of the epoch (its global epoch's start); its seed is the beacon round at it.
+    pub start: u64,
+    /// start + epochSeconds.
     pub deadline: u64,
 }
 
 impl EpochWindow {
-    /// Whether a proof sent in block `block` falls in the window.
-    pub fn contains(&self, block: u64) -> bool {
-        block > self.seed_block && block <= self.deadline
+    /// Whether a proof in a block with timestamp `ts` falls in the window.
+    pub fn contains(&self, ts: u64) -> bool {
+        ts >= self.start && ts < self.deadline
     }
 }
 
@@ -279,7 +407,7 @@ pub struct DisputeOpenedEvent {
     pub position: u64,
     /// Chunk of the coded block.
     pub chunk_index: u32,
-    /// Last block to answer in.
+    /// Answer deadline (timestamp, inclusive).
     pub deadline: u64,
     /// Block the event was mined in.
     pub block: u64,

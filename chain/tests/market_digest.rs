@@ -85,7 +85,7 @@ async fn cast_reads_back_what_the_client_wrote() {
     let s = setup().await;
     let (_, h) = s.post(1).await;
     let cast = dpor_chain::devnet::repo_root().join("node_modules/.bin/cast");
-    let sig = "getDeal(uint256)((address,uint32,uint32,uint16,uint8,uint8,address,uint64,uint16,uint16,uint64,uint64,uint64,bytes32,uint128,uint128,uint128,uint128))";
+    let sig = "getDeal(uint256)((address,uint32,uint32,uint16,uint8,uint8,address,uint64,uint16,uint16,uint64,uint64,uint64,uint64,bytes32,uint128,uint128,uint128,uint128,uint64,uint32,uint32))";
     let out = std::process::Command::new(&cast)
         .args(["call", "--rpc-url", s.dev.rpc_url(), &s.dev.market().to_string(), sig, &s.deal.to_string(), "--json"])
         .output()
@@ -96,7 +96,8 @@ async fn cast_reads_back_what_the_client_wrote() {
     assert_eq!(t[5].as_u64().or_else(|| t[5].as_str().and_then(|x| x.parse().ok())), Some(2), "state Active: {t}");
     assert_eq!(t[6].as_str().unwrap().to_lowercase(), format!("{:?}", s.provider.account().unwrap()));
     assert_eq!(t[11].to_string().trim_matches('"'), "1", "digestVersion");
-    assert_eq!(t[13].as_str().unwrap(), h.to_string(), "digestHash");
+    assert_eq!(t[14].as_str().unwrap(), h.to_string(), "digestHash");
+    assert_eq!(t[21].to_string().trim_matches('"'), "5", "termEpochs");
 
     let out = std::process::Command::new(&cast)
         .args(["call", "--rpc-url", s.dev.rpc_url(), &s.dev.token().to_string(), "balanceOf(address)(uint256)"])

@@ -4,24 +4,33 @@ pragma solidity ^0.8.24;
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {TestToken} from "../src/token/TestToken.sol";
 import {DporMarket} from "../src/DporMarket.sol";
+import {IRandomnessBeacon} from "../src/market/IRandomnessBeacon.sol";
+import {MarketParams} from "../src/lib/DporTypes.sol";
 
 interface VmScript {
     function envOr(string calldata, uint256) external view returns (uint256);
+    function envOr(string calldata, address) external view returns (address);
     function startBroadcast(uint256) external;
     function stopBroadcast() external;
     function toString(address) external pure returns (string memory);
     function toString(uint256) external pure returns (string memory);
 }
 
-/// @notice Deploys the test token and the market.
+/// @notice Deploys the test token and the market (which creates its verifier and extension).
 ///
 ///   npx forge script contracts/script/Deploy.s.sol:Deploy --rpc-url http://127.0.0.1:8545 --broadcast
 ///
-/// Environment (all optional): DEPLOYER_KEY (default: anvil account 0), EPOCH_BLOCKS (10),
-/// DISPUTE_WINDOW (20), DISPUTE_BOND (100e18), CHALLENGER_SHARE_BPS (5000),
-/// MAX_FAILURES (3), MIN_STAKE (1000e18).
+/// Environment (all optional): DEPLOYER_KEY (default: anvil account 0), BEACON (address
+/// of an IRandomnessBeacon; default 0 = dev mode, blockhash seeds, local only),
+/// EPOCH_SECONDS (86400), ANSWER_SECONDS (86400), GRACE_SECONDS (172800),
+/// UPLOAD_SECONDS (86400), EXIT_NOTICE_EPOCHS (7), DISPUTE_BOND (100e18),
+/// CHALLENGER_SHARE_BPS (5000), MAX_FAILURES (3), MIN_STAKE (1000e18). Durations below
+/// the market's floors (docs/CONTRACTS.md §1) make the deployment revert: local demos
+/// warp time instead.
 /// Prints, under "== Logs ==", one `KEY=value` line each for DPOR_TOKEN, DPOR_MARKET,
-/// DPOR_CHAIN_ID, DPOR_DEPLOY_BLOCK (shell: grep '^ *DPOR_' | tr -d ' ').
+/// DPOR_CHAIN_ID, DPOR_DEPLOY_BLOCK, DPOR_VERIFIER, DPOR_EXTENSION, DPOR_BEACON,
+/// DPOR_GENESIS (epoch grid origin, a timestamp), DPOR_EPOCH_SECONDS
+/// (shell: grep '^ *DPOR_' | tr -d ' ').
 contract Deploy {
     VmScript internal constant vm = VmScript(address(uint160(uint256(keccak256("hevm cheat code")))));
     address internal constant CONSOLE = 0x000000000000000000636F6e736F6c652e6c6f67;
@@ -29,22 +38,34 @@ contract Deploy {
 
     function run() external returns (TestToken token, DporMarket market) {
         uint256 key = vm.envOr("DEPLOYER_KEY", ANVIL_KEY_0);
+        address beacon = vm.envOr("BEACON", address(0));
+        MarketParams memory p = params();
         vm.startBroadcast(key);
         token = new TestToken();
-        market = new DporMarket(
-            IERC20(address(token)),
-            uint64(vm.envOr("EPOCH_BLOCKS", 10)),
-            uint64(vm.envOr("DISPUTE_WINDOW", 20)),
-            uint128(vm.envOr("DISPUTE_BOND", 100e18)),
-            uint16(vm.envOr("CHALLENGER_SHARE_BPS", 5000)),
-            uint16(vm.envOr("MAX_FAILURES", 3)),
-            vm.envOr("MIN_STAKE", 1000e18)
-        );
+        market = new DporMarket(IERC20(address(token)), IRandomnessBeacon(beacon), p);
         vm.stopBroadcast();
         _log(string.concat("DPOR_TOKEN=", vm.toString(address(token))));
         _log(string.concat("DPOR_MARKET=", vm.toString(address(market))));
         _log(string.concat("DPOR_CHAIN_ID=", vm.toString(block.chainid)));
         _log(string.concat("DPOR_DEPLOY_BLOCK=", vm.toString(block.number)));
+        _log(string.concat("DPOR_VERIFIER=", vm.toString(address(market.verifier()))));
+        _log(string.concat("DPOR_EXTENSION=", vm.toString(address(market.extension()))));
+        _log(string.concat("DPOR_BEACON=", vm.toString(beacon)));
+        _log(string.concat("DPOR_GENESIS=", vm.toString(uint256(market.genesis()))));
+        _log(string.concat("DPOR_EPOCH_SECONDS=", vm.toString(uint256(market.epochSeconds()))));
+    }
+
+    /// @notice The market parameters from the environment (defaults in the contract doc).
+    function params() public view returns (MarketParams memory p) {
+        p.epochSeconds = uint64(vm.envOr("EPOCH_SECONDS", 86400));
+        p.answerSeconds = uint64(vm.envOr("ANSWER_SECONDS", 86400));
+        p.graceSeconds = uint64(vm.envOr("GRACE_SECONDS", 172800));
+        p.uploadSeconds = uint64(vm.envOr("UPLOAD_SECONDS", 86400));
+        p.exitNoticeEpochs = uint32(vm.envOr("EXIT_NOTICE_EPOCHS", 7));
+        p.disputeBond = uint128(vm.envOr("DISPUTE_BOND", 100e18));
+        p.challengerShareBps = uint16(vm.envOr("CHALLENGER_SHARE_BPS", 5000));
+        p.maxFailures = uint16(vm.envOr("MAX_FAILURES", 3));
+        p.minStake = vm.envOr("MIN_STAKE", 1000e18);
     }
 
     function _log(string memory s) internal view {

@@ -2,33 +2,49 @@
 pragma solidity ^0.8.24;
 
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
-import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
 import {MarketBase} from "./market/MarketBase.sol";
-import {Disputes} from "./market/Disputes.sol";
+import {EpochProofs} from "./market/EpochProofs.sol";
+import {DporMarketExt} from "./market/DporMarketExt.sol";
+import {DporVerifier} from "./market/DporVerifier.sol";
+import {IRandomnessBeacon} from "./market/IRandomnessBeacon.sol";
+import {MarketParams} from "./lib/DporTypes.sol";
 
 /// @title DporMarket
 /// @notice Storage market for dynamic proofs of retrievability: providers, deals with
-///         escrow and collateral, dual-signed digests, per-epoch sample proofs, audit
-///         records, disputes and slashing. Also the EIP-712 verifying contract of digests
-///         (domain name "dpor", version "1"). See docs/CONTRACTS.md.
-contract DporMarket is Disputes {
-    /// @param token_ ERC-20 for escrow, collateral, stakes and bonds.
-    /// @param epochBlocks_ L1 blocks per epoch (1..256).
-    /// @param disputeWindow_ Blocks a provider has to answer a dispute.
-    /// @param disputeBond_ Bond of a dispute.
-    /// @param challengerShareBps_ Challenger's share of a dispute slash (basis points).
-    /// @param maxFailures_ Faults that terminate a deal.
-    /// @param minStake_ Stake a provider needs to accept deals.
-    constructor(
-        IERC20 token_,
-        uint64 epochBlocks_,
-        uint64 disputeWindow_,
-        uint128 disputeBond_,
-        uint16 challengerShareBps_,
-        uint16 maxFailures_,
-        uint256 minStake_
-    )
-        MarketBase(token_, epochBlocks_, disputeWindow_, disputeBond_, challengerShareBps_, maxFailures_, minStake_)
-        EIP712("dpor", "1")
-    {}
+///         escrow and collateral, dual-signed digests with history, per-epoch whole-block
+///         proofs on beacon seeds, audit records, disputes, slashing and exits. Also the
+///         EIP-712 verifying contract of digests (domain name "dpor", version "1").
+///         Its full ABI is {IDporMarket}; see docs/CONTRACTS.md.
+/// @dev Three deployed contracts, all created by this constructor (EIP-170 code size):
+///      this one (deals, digests, epochs, seeds, exits, close), {DporMarketExt} (providers,
+///      audits, disputes; reached through {fallback} by delegatecall, same storage
+///      layout) and the stateless {DporVerifier}.
+contract DporMarket is EpochProofs {
+    /// @notice The extension that runs the provider, audit and dispute functions in this
+    ///         market's storage (delegatecall from {fallback}).
+    DporMarketExt public immutable extension;
+
+    /// @param token_ ERC-20 for escrow, collateral, stakes and bonds (no fee on transfer).
+    /// @param beacon_ Randomness beacon (drand evmnet verifier); address(0) = dev mode
+    ///        (blockhash seeds: grindable, local development only).
+    /// @param params Durations, bond, shares, failures, stake; floors in docs/CONTRACTS.md §1.
+    constructor(IERC20 token_, IRandomnessBeacon beacon_, MarketParams memory params)
+        MarketBase(token_, beacon_, params, new DporVerifier(), address(this))
+    {
+        extension = new DporMarketExt(token_, beacon_, params, verifier);
+    }
+
+    /// @notice Every function not defined here (providers, audits, disputes) runs in
+    ///         {extension}'s code with this market's storage (delegatecall); its return
+    ///         data or revert data is passed through unchanged.
+    fallback() external {
+        address ext = address(extension);
+        assembly ("memory-safe") {
+            calldatacopy(0, 0, calldatasize())
+            let ok := delegatecall(gas(), ext, 0, calldatasize(), 0, 0)
+            returndatacopy(0, 0, returndatasize())
+            if iszero(ok) { revert(0, returndatasize()) }
+            return(0, returndatasize())
+        }
+    }
 }

@@ -6,6 +6,8 @@ import {LibHarness} from "./utils/Harness.sol";
 import {TestToken} from "../src/token/TestToken.sol";
 import {DporMarket} from "../src/DporMarket.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
+import {IRandomnessBeacon} from "../src/market/IRandomnessBeacon.sol";
+import {MarketParams} from "../src/lib/DporTypes.sol";
 import {Digest, SampleProof} from "../src/lib/DporTypes.sol";
 import {DporMerkle} from "../src/lib/DporMerkle.sol";
 import {DporDigest} from "../src/lib/DporDigest.sol";
@@ -24,7 +26,11 @@ contract FixtureTest is TestBase {
         // The market's runtime code at the fixture's verifying contract (OZ EIP712
         // rebuilds its domain separator for the new address).
         TestToken token = new TestToken();
-        DporMarket m = new DporMarket(IERC20(address(token)), 10, 10, 1, 1, 1, 0);
+        DporMarket m = new DporMarket(
+            IERC20(address(token)),
+            IRandomnessBeacon(address(0)),
+            MarketParams(6 hours, 15 hours, 1 days, 1 days, 1, 0, 0, 3, 0)
+        );
         address at = vm.parseJsonAddress(json, ".domain.verifyingContract");
         vm.etch(at, address(m).code);
         market = DporMarket(at);
@@ -61,7 +67,9 @@ contract FixtureTest is TestBase {
         vm.assertGe(n, 1);
         for (uint256 i; i < n; ++i) {
             bytes memory data = vm.parseJsonBytes(json, _key("blockRoots", i, "data"));
-            vm.assertEq(DporMerkle.blockRoot(data), vm.parseJsonBytes32(json, _key("blockRoots", i, "root")));
+            bytes32 root = vm.parseJsonBytes32(json, _key("blockRoots", i, "root"));
+            vm.assertEq(DporMerkle.blockRoot(data), root);
+            vm.assertEq(h.blockRootOf(data), root, "whole-block root from calldata (epoch proofs)");
         }
     }
 
@@ -126,6 +134,8 @@ contract FixtureTest is TestBase {
         }
     }
 
+    /// @dev ENCODING §8 "dpor.epoch.v2": dpor-core's samples (run tags, positions) for
+    ///      given (S, D, N, t) must equal the contract's.
     function test_fixture_epochSamples() public view {
         uint256 n = _count("epochSamples");
         vm.assertGe(n, 1);
@@ -134,18 +144,14 @@ contract FixtureTest is TestBase {
             bytes32 dh = vm.parseJsonBytes32(json, _key("epochSamples", i, "digestHash"));
             uint256 nb = vm.parseJsonUint(json, _key("epochSamples", i, "numBlocks"));
             uint256 t = vm.parseJsonUint(json, _key("epochSamples", i, "writeCount"));
-            uint256 b = vm.parseJsonUint(json, _key("epochSamples", i, "codedBlockBytes"));
             uint256 count = vm.parseJsonUint(json, _key("epochSamples", i, "count"));
             uint256[] memory tags = vm.parseJsonUintArray(json, _key("epochSamples", i, "runTags"));
             uint256[] memory poss = vm.parseJsonUintArray(json, _key("epochSamples", i, "positions"));
-            uint256[] memory chunks = vm.parseJsonUintArray(json, _key("epochSamples", i, "chunks"));
             vm.assertEq(tags.length, count);
             for (uint256 j; j < count; ++j) {
-                (uint256 tag, uint256 pos, uint256 ci) =
-                    DporSampling.epochSample(seed, dh, j, nb, t, DporSampling.chunkCount(b));
+                (uint256 tag, uint256 pos) = DporSampling.epochSample(seed, dh, j, nb, t);
                 vm.assertEq(tag, tags[j], "runTag");
                 vm.assertEq(pos, poss[j], "position");
-                vm.assertEq(ci, chunks[j], "chunk");
             }
         }
     }

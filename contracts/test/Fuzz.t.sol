@@ -6,8 +6,10 @@ import {LibHarness} from "./utils/Harness.sol";
 import {DporMarket} from "../src/DporMarket.sol";
 import {IDporMarket} from "../src/market/IDporMarket.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
+import {IRandomnessBeacon} from "../src/market/IRandomnessBeacon.sol";
 import {Digest, SampleProof} from "../src/lib/DporTypes.sol";
 import {DporSampling} from "../src/lib/DporSampling.sol";
+import {DporMerkle} from "../src/lib/DporMerkle.sol";
 
 /// @notice Fuzz tests: digest signatures, Merkle proofs, epoch sample derivation.
 contract FuzzTest is MarketFixture {
@@ -74,7 +76,7 @@ contract FuzzTest is MarketFixture {
     /// A digest signed for another market contract is rejected.
     function testFuzz_digest_otherContractRejected(uint64 salt) public {
         DporMarket other = new DporMarket{salt: bytes32(uint256(salt))}(
-            IERC20(address(token)), EPOCH_BLOCKS, DISPUTE_WINDOW, BOND, SHARE_BPS, MAX_FAILURES, MIN_STAKE
+            IERC20(address(token)), IRandomnessBeacon(address(beacon)), _params()
         );
         Digest memory d = _base();
         bytes32 hh = other.digestHash(d);
@@ -148,46 +150,68 @@ contract FuzzTest is MarketFixture {
         vm.assertFalse(h.verifySample(d, p, 37, 6));
     }
 
-    /// Reference implementation of ENCODING §8, written independently of DporSampling.
-    function _reference(bytes32 seed, bytes32 dh, uint256 j, uint256 n, uint256 t, uint256 chunks)
+    /// Reference implementation of ENCODING §8 (dpor.epoch.v2), written independently
+    /// of DporSampling: runs listed explicitly, then indexed.
+    function _reference(bytes32 seed, bytes32 dh, uint256 j, uint256 n, uint256 t)
         internal
         pure
-        returns (uint256 tag, uint256 pos, uint256 ci)
+        returns (uint256 tag, uint256 pos)
     {
-        uint256 total = 2 * n;
+        uint256[65] memory tags;
+        uint256[65] memory sizes;
+        uint256 r = 1;
+        tags[0] = 0;
+        sizes[0] = 2 * n;
         for (uint256 l; l < 64; ++l) {
-            if (t & (uint256(1) << l) != 0) total += uint256(2) ** (l + 1);
+            if (t & (uint256(1) << l) != 0) {
+                tags[r] = l + 1;
+                sizes[r] = uint256(2) ** (l + 1);
+                r++;
+            }
         }
-        uint256 hh = uint256(keccak256(abi.encode(keccak256(bytes("dpor.epoch.v1")), seed, dh, j)));
-        uint256 u = (hh % (uint256(1) << 128)) % total;
-        ci = (hh >> 128) % chunks;
-        if (u < 2 * n) return (0, u, ci);
-        u -= 2 * n;
-        for (uint256 l; l < 64; ++l) {
-            if (t & (uint256(1) << l) == 0) continue;
-            uint256 size = uint256(2) ** (l + 1);
-            if (u < size) return (l + 1, u, ci);
-            u -= size;
-        }
-        revert("unreachable");
+        bytes32 dom = keccak256(bytes("dpor.epoch.v2"));
+        uint256 u = uint256(keccak256(abi.encode(dom, seed, dh))) % r;
+        uint256 idx = (u + j) % r;
+        tag = tags[idx];
+        pos = uint256(keccak256(abi.encode(dom, seed, dh, j))) % sizes[idx];
     }
 
-    /// Epoch positions are in range and match the reference.
-    function testFuzz_epochSample_matchesReference(bytes32 seed, bytes32 dh, uint8 j, uint8 k, uint64 t, uint32 beta)
+    /// Epoch samples are in range and match the reference; K consecutive samples cover
+    /// min(K, R) distinct runs.
+    function testFuzz_epochSample_matchesReference(bytes32 seed, bytes32 dh, uint8 j, uint8 k, uint64 t)
         public
         pure
     {
         uint256 n = uint256(1) << (k % 41);
         t = uint64(t % n);
-        beta = uint32(1 + beta % (1 << 20));
-        uint256 chunks = DporSampling.chunkCount(DporSampling.codedBlockBytes(beta));
-        (uint256 tag, uint256 pos, uint256 ci) = DporSampling.epochSample(seed, dh, j, n, t, chunks);
-        (uint256 rt, uint256 rp, uint256 rc) = _reference(seed, dh, j, n, t, chunks);
+        (uint256 tag, uint256 pos) = DporSampling.epochSample(seed, dh, j, n, t);
+        (uint256 rt, uint256 rp) = _reference(seed, dh, j, n, t);
         vm.assertEq(tag, rt);
         vm.assertEq(pos, rp);
-        vm.assertEq(ci, rc);
         vm.assertTrue(DporSampling.runExists(tag, t));
         vm.assertLt(pos, DporSampling.runSize(tag, n));
-        vm.assertLt(ci, chunks);
+        _checkDistinct(seed, dh, 1 + uint256(j) % 8, n, t);
+    }
+
+    /// K consecutive samples land in min(K, R) distinct runs.
+    function _checkDistinct(bytes32 seed, bytes32 dh, uint256 kk, uint256 n, uint256 t) internal pure {
+        uint256 runs = 1 + DporSampling.popcount(t);
+        uint256 seen; // bitmask over tags (≤ 64)
+        uint256 distinct;
+        for (uint256 i; i < kk; ++i) {
+            (uint256 ti,) = DporSampling.epochSample(seed, dh, i, n, t);
+            if (seen & (uint256(1) << ti) == 0) {
+                seen |= uint256(1) << ti;
+                distinct++;
+            }
+        }
+        vm.assertEq(distinct, kk < runs ? kk : runs);
+    }
+
+    /// The whole-block root computed from calldata equals the memory reference
+    /// (DporMerkle.blockRoot) for any length, including partial last chunks.
+    function testFuzz_blockRoot_matchesReference(bytes memory blk) public view {
+        vm.assume(blk.length > 0 && blk.length < 3000);
+        vm.assertEq(h.blockRootOf(blk), DporMerkle.blockRoot(blk));
     }
 }

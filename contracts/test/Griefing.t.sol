@@ -3,7 +3,7 @@ pragma solidity ^0.8.24;
 
 import {MarketFixture} from "./utils/MarketFixture.sol";
 import {IDporMarket} from "../src/market/IDporMarket.sol";
-import {Digest, SampleProof} from "../src/lib/DporTypes.sol";
+import {Digest, SampleProof, BlockProof} from "../src/lib/DporTypes.sol";
 import {DporSampling} from "../src/lib/DporSampling.sol";
 
 /// @notice Griefing: a malicious owner or auditor cannot get an honest provider slashed.
@@ -47,11 +47,11 @@ contract GriefingTest is MarketFixture {
         vm.prank(challenger);
         uint256 q = market.openDispute(dealId, 0, 1, bytes32("false"), tag, pos, ci);
         if (newer) _postReal(dealId, 2, 0);
-        vm.roll(block.number + DISPUTE_WINDOW / 2);
+        vm.warp(block.timestamp + ANSWER / 2);
         SampleProof memory p = buildProof(tag, pos, ci, 4, BETA);
         vm.prank(provider);
         market.answerDispute(q, posted, p);
-        vm.roll(block.number + DISPUTE_WINDOW * 2);
+        vm.warp(block.timestamp + ANSWER * 2);
         vm.expectRevert(IDporMarket.DisputeNotOpen.selector);
         market.slash(q);
         vm.assertEq(market.owed(challenger), 0);
@@ -65,7 +65,7 @@ contract GriefingTest is MarketFixture {
     function testFuzz_slashOnce(uint8 extra) public {
         vm.prank(challenger);
         uint256 q = market.openDispute(dealId, 0, 1, bytes32("x"), 0, 1, 0);
-        vm.roll(block.number + DISPUTE_WINDOW + 1 + extra);
+        vm.warp(block.timestamp + ANSWER + 1 + extra);
         market.slash(q);
         uint256 owedC = market.owed(challenger);
         uint256 owedO = market.owed(owner);
@@ -82,13 +82,13 @@ contract GriefingTest is MarketFixture {
     /// Epoch proofs cannot be replayed into another epoch or deal.
     function test_epochProofNotReplayable() public {
         _prove(dealId, 0, posted);
-        SampleProof[] memory ps = _epochProofs(dealId, 0, posted);
+        BlockProof[] memory ps = _epochProofs(dealId, 0, posted);
         vm.expectRevert(IDporMarket.EpochSettled.selector);
         market.submitEpochProof(dealId, 0, posted, ps);
         // the same samples do not prove the next epoch (another seed)
         _enterEpoch(dealId, 1);
-        SampleProof[] memory next = _epochProofs(dealId, 1, posted);
-        if (next[0].runTag != ps[0].runTag || next[0].position != ps[0].position || next[0].chunkIndex != ps[0].chunkIndex) {
+        BlockProof[] memory next = _epochProofs(dealId, 1, posted);
+        if (next[0].runTag != ps[0].runTag || next[0].position != ps[0].position) {
             vm.expectRevert(IDporMarket.WrongSample.selector);
             market.submitEpochProof(dealId, 1, posted, ps);
         }

@@ -5,12 +5,13 @@ import {MarketFixture, TreeKit} from "./utils/MarketFixture.sol";
 import {TestBase} from "./utils/Vm.sol";
 import {TestToken} from "../src/token/TestToken.sol";
 import {DporMarket} from "../src/DporMarket.sol";
-import {IDporMarket} from "../src/market/IDporMarket.sol";
-import {Digest, SampleProof} from "../src/lib/DporTypes.sol";
+import {IDporMarket, IDporMarketFull} from "../src/market/IDporMarket.sol";
+import {Digest, SampleProof, BlockProof} from "../src/lib/DporTypes.sol";
 
-/// @notice Drives the market with random, mostly valid call sequences.
+/// @notice Drives the market with random, mostly valid call sequences (any provider
+///         behaviour: it proves only when called, so faults, slashes and terminations occur).
 contract Handler is TestBase, TreeKit {
-    DporMarket internal market;
+    IDporMarketFull internal market;
     TestToken internal token;
     uint256 internal ownerPk;
     uint256 internal providerPk;
@@ -27,7 +28,7 @@ contract Handler is TestBase, TreeKit {
     bool public overWithdrawn;
     uint256 public calls;
 
-    constructor(DporMarket m, TestToken t, uint256 oPk, uint256 pPk, address c) {
+    constructor(IDporMarketFull m, TestToken t, uint256 oPk, uint256 pPk, address c) {
         market = m;
         token = t;
         ownerPk = oPk;
@@ -62,7 +63,7 @@ contract Handler is TestBase, TreeKit {
     function openDeal(uint8 nExp, uint8 epochs, bool accept) external checked {
         uint64 n = uint64(1) << (nExp % 3);
         vm.prank(owner);
-        uint256 id = market.openDeal(provider, n, BETA, 4, 1, 1 + epochs % 4, 1e18);
+        uint256 id = market.openDeal(provider, n, BETA, 4, 1, 1 + epochs % 4, 1e18, 0);
         deals.push(id);
         if (accept) {
             vm.prank(provider);
@@ -114,14 +115,17 @@ contract Handler is TestBase, TreeKit {
         if (deals.length == 0) return;
         uint256 id = _pick(i);
         IDporMarket.Deal memory d = market.getDeal(id);
-        if (d.state != IDporMarket.DealState.Active || d.digestHash == bytes32(0)) return;
-        if (block.number <= d.acceptedAt) vm.roll(d.acceptedAt + 1);
-        uint64 e = uint64((block.number - d.acceptedAt - 1) / market.epochBlocks());
+        if (d.state != IDporMarket.DealState.Active) return;
+        uint256 g0 = (block.timestamp - market.genesis()) / market.epochSeconds();
+        if (g0 < d.startEpoch) return;
+        uint64 e = uint64(g0 - d.startEpoch);
         if (e >= d.numEpochs) return;
-        Digest memory g = preimage[d.digestHash];
-        SampleProof[] memory ps = new SampleProof[](1);
-        (uint8 tag, uint64 pos, uint32 ci) = market.epochSample(id, e, 0);
-        ps[0] = buildProof(tag, pos, ci, d.numBlocks, BETA);
+        (, bytes32 h,) = market.digestInForce(id, e);
+        if (h == bytes32(0)) return;
+        Digest memory g = preimage[h];
+        BlockProof[] memory ps = new BlockProof[](1);
+        (uint8 tag, uint64 pos) = market.epochSample(id, e, 0);
+        ps[0] = buildBlockProof(tag, pos, d.numBlocks, BETA);
         market.submitEpochProof(id, e, g, ps);
     }
 
@@ -130,8 +134,20 @@ contract Handler is TestBase, TreeKit {
         market.markMissed(_pick(i), e % 4);
     }
 
-    function roll(uint8 blocks) external checked {
-        vm.roll(block.number + 1 + blocks % 30);
+    function warp(uint32 secs) external checked {
+        vm.warp(block.timestamp + 1 + secs % 2 days);
+    }
+
+    function requestExit(uint256 i, bool byOwner) external checked {
+        if (deals.length == 0) return;
+        vm.prank(byOwner ? owner : provider);
+        market.requestExit(_pick(i));
+    }
+
+    function exitBeforeUpload(uint256 i, bool byOwner) external checked {
+        if (deals.length == 0) return;
+        vm.prank(byOwner ? owner : provider);
+        market.exitBeforeUpload(_pick(i));
     }
 
     function openDispute(uint256 i, uint64 pos, uint32 ci) external checked {
@@ -230,9 +246,11 @@ contract InvariantTest is MarketFixture {
     function invariant_dealBounds() public view {
         for (uint256 i = 1; i <= market.dealCount(); ++i) {
             IDporMarket.Deal memory d = market.getDeal(i);
-            vm.assertLe(d.escrow, uint256(d.pricePerEpoch) * d.numEpochs);
+            vm.assertLe(d.numEpochs, d.termEpochs);
+            vm.assertLe(d.escrow, uint256(d.pricePerEpoch) * d.termEpochs);
             vm.assertLe(d.collateral, uint256(d.numBlocks) * COLLATERAL);
-            vm.assertLe(d.failures, MAX_FAILURES);
+            if (d.failures >= MAX_FAILURES) vm.assertEq(uint256(d.state), uint256(IDporMarket.DealState.Terminated));
+            if (d.state == IDporMarket.DealState.Active) vm.assertLe(d.settledWithDigest, d.numEpochs);
         }
     }
 }

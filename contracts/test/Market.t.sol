@@ -3,9 +3,12 @@ pragma solidity ^0.8.24;
 
 import {MarketFixture} from "./utils/MarketFixture.sol";
 import {DporMarket} from "../src/DporMarket.sol";
-import {IDporMarket} from "../src/market/IDporMarket.sol";
+import {IDporMarket, IDporMarketFull} from "../src/market/IDporMarket.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
-import {Digest, SampleProof} from "../src/lib/DporTypes.sol";
+import {IRandomnessBeacon} from "../src/market/IRandomnessBeacon.sol";
+import {DporMarketExt} from "../src/market/DporMarketExt.sol";
+import {DporVerifier} from "../src/market/DporVerifier.sol";
+import {Digest, SampleProof, BlockProof, MarketParams, DigestRecord} from "../src/lib/DporTypes.sol";
 
 /// @notice Unit tests: every external function of the market and every custom error.
 contract MarketTest is MarketFixture {
@@ -13,28 +16,81 @@ contract MarketTest is MarketFixture {
 
     function test_constructor_params() public view {
         vm.assertEq(address(market.token()), address(token));
-        vm.assertEq(market.epochBlocks(), EPOCH_BLOCKS);
-        vm.assertEq(market.disputeWindow(), DISPUTE_WINDOW);
+        vm.assertEq(address(market.beacon()), address(beacon));
+        vm.assertFalse(market.devSeeds());
+        vm.assertEq(market.genesis(), T0);
+        vm.assertEq(market.epochSeconds(), EPOCH);
+        vm.assertEq(market.answerSeconds(), ANSWER);
+        vm.assertEq(market.graceSeconds(), GRACE);
+        vm.assertEq(market.uploadSeconds(), UPLOAD);
+        vm.assertEq(market.exitNoticeEpochs(), NOTICE);
         vm.assertEq(market.disputeBond(), BOND);
         vm.assertEq(market.challengerShareBps(), SHARE_BPS);
         vm.assertEq(market.maxFailures(), MAX_FAILURES);
         vm.assertEq(market.minStake(), MIN_STAKE);
+        vm.assertTrue(market.verifier() != address(0));
+        vm.assertTrue(market.extension() != address(0));
     }
 
+    /// @dev Finding 7: every duration and maxFailures has a floor; too large durations are rejected.
     function test_constructor_rejectsBadParams() public {
         IERC20 t = IERC20(address(token));
+        IRandomnessBeacon b = IRandomnessBeacon(address(0));
+        MarketParams memory p = _params();
         vm.expectRevert(IDporMarket.InvalidParameter.selector);
-        new DporMarket(IERC20(address(0)), 10, 10, 1, 1, 1, 0);
+        new DporMarket(IERC20(address(0)), b, p);
+        p.challengerShareBps = 10_001;
         vm.expectRevert(IDporMarket.InvalidParameter.selector);
-        new DporMarket(t, 0, 10, 1, 1, 1, 0);
+        new DporMarket(t, b, p);
+        p = _params();
+        p.epochSeconds = 366 days;
         vm.expectRevert(IDporMarket.InvalidParameter.selector);
-        new DporMarket(t, 257, 10, 1, 1, 1, 0);
+        new DporMarket(t, b, p);
+        p = _params();
+        p.answerSeconds = type(uint64).max; // would wrap a uint64 deadline
         vm.expectRevert(IDporMarket.InvalidParameter.selector);
-        new DporMarket(t, 10, 0, 1, 1, 1, 0);
-        vm.expectRevert(IDporMarket.InvalidParameter.selector);
-        new DporMarket(t, 10, 10, 1, 10_001, 1, 0);
-        vm.expectRevert(IDporMarket.InvalidParameter.selector);
-        new DporMarket(t, 10, 10, 1, 1, 0, 0);
+        new DporMarket(t, b, p);
+        p = _params();
+        p.epochSeconds = 6 hours - 1;
+        vm.expectRevert(IDporMarket.BelowFloor.selector);
+        new DporMarket(t, b, p);
+        p = _params();
+        p.answerSeconds = 15 hours - 1;
+        vm.expectRevert(IDporMarket.BelowFloor.selector);
+        new DporMarket(t, b, p);
+        p = _params();
+        p.graceSeconds = 1 days - 1;
+        vm.expectRevert(IDporMarket.BelowFloor.selector);
+        new DporMarket(t, b, p);
+        p = _params();
+        p.uploadSeconds = 1 days - 1;
+        vm.expectRevert(IDporMarket.BelowFloor.selector);
+        new DporMarket(t, b, p);
+        p = _params();
+        p.exitNoticeEpochs = 0;
+        vm.expectRevert(IDporMarket.BelowFloor.selector);
+        new DporMarket(t, b, p);
+        p = _params();
+        p.maxFailures = 2;
+        vm.expectRevert(IDporMarket.BelowFloor.selector);
+        new DporMarket(t, b, p);
+        // exactly the floors is fine
+        p = MarketParams(6 hours, 15 hours, 1 days, 1 days, 1, 0, 0, 3, 0);
+        new DporMarket(t, b, p);
+    }
+
+    function test_extension_refusesDirectCalls() public {
+        DporMarketExt ext = DporMarketExt(market.extension());
+        vm.prank(stranger);
+        vm.expectRevert(IDporMarket.WrongContext.selector);
+        ext.register(hex"01", _addrs(), 1, 1, 1, MIN_STAKE);
+        vm.expectRevert(IDporMarket.WrongContext.selector);
+        ext.slash(1);
+    }
+
+    function test_fallback_unknownSelectorReverts() public {
+        (bool ok,) = address(market).call(abi.encodeWithSignature("nope()"));
+        vm.assertFalse(ok);
     }
 
     function test_domainSeparator() public view {
@@ -165,25 +221,27 @@ contract MarketTest is MarketFixture {
     function test_openDeal_errors() public {
         vm.startPrank(owner);
         vm.expectRevert(IDporMarket.NotRegistered.selector);
-        market.openDeal(stranger, 8, BETA, 16, 1, 5, PRICE);
+        market.openDeal(stranger, 8, BETA, 16, 1, 5, PRICE, 0);
         vm.expectRevert(IDporMarket.NumBlocksNotPowerOfTwo.selector);
-        market.openDeal(provider, 3, BETA, 16, 1, 5, PRICE);
+        market.openDeal(provider, 3, BETA, 16, 1, 5, PRICE, 0);
         vm.expectRevert(IDporMarket.NumBlocksNotPowerOfTwo.selector);
-        market.openDeal(provider, 0, BETA, 16, 1, 5, PRICE);
+        market.openDeal(provider, 0, BETA, 16, 1, 5, PRICE, 0);
         vm.expectRevert(IDporMarket.NumBlocksNotPowerOfTwo.selector);
-        market.openDeal(provider, uint64(1) << 41, BETA, 16, 1, 5, PRICE);
+        market.openDeal(provider, uint64(1) << 41, BETA, 16, 1, 5, PRICE, 0);
         vm.expectRevert(IDporMarket.InvalidParameter.selector);
-        market.openDeal(provider, 8, 0, 16, 1, 5, PRICE);
+        market.openDeal(provider, 8, 0, 16, 1, 5, PRICE, 0);
         vm.expectRevert(IDporMarket.InvalidParameter.selector);
-        market.openDeal(provider, 8, BETA, 0, 1, 5, PRICE);
+        market.openDeal(provider, 8, BETA, 0, 1, 5, PRICE, 0);
         vm.expectRevert(IDporMarket.InvalidParameter.selector);
-        market.openDeal(provider, 8, BETA, 16, 9, 5, PRICE);
+        market.openDeal(provider, 8, BETA, 16, 9, 5, PRICE, 0);
         vm.expectRevert(IDporMarket.InvalidParameter.selector);
-        market.openDeal(provider, 8, BETA, 16, 1, 0, PRICE);
+        market.openDeal(provider, 8, BETA, 16, 1, 0, PRICE, 0);
         vm.expectRevert(IDporMarket.InvalidParameter.selector);
-        market.openDeal(provider, 8, BETA, 16, 1, 5, type(uint128).max);
+        market.openDeal(provider, 8, BETA, 16, 1, 5, type(uint128).max, 0);
         vm.expectRevert(IDporMarket.PriceBelowAsk.selector);
-        market.openDeal(provider, 8, BETA, 16, 1, 5, PRICE - 1);
+        market.openDeal(provider, 8, BETA, 16, 1, 5, PRICE - 1, 0);
+        vm.expectRevert(IDporMarket.CollateralBelowMin.selector);
+        market.openDeal(provider, 8, BETA, 16, 1, 5, PRICE, COLLATERAL + 1);
         vm.stopPrank();
     }
 
@@ -214,12 +272,16 @@ contract MarketTest is MarketFixture {
     function test_acceptDeal_locksCollateral() public {
         uint256 id = _open(8, BETA, 1, 5);
         uint256 before = token.balanceOf(provider);
-        vm.roll(42);
+        vm.warp(T0 + 3 * EPOCH + 5);
         vm.prank(provider);
         market.acceptDeal(id);
         IDporMarket.Deal memory d = market.getDeal(id);
         vm.assertEq(uint256(d.state), uint256(IDporMarket.DealState.Active));
-        vm.assertEq(d.acceptedAt, 42);
+        vm.assertEq(d.acceptedAt, T0 + 3 * EPOCH + 5);
+        vm.assertEq(d.startEpoch, 4); // the next global epoch
+        (uint256 start, uint256 deadline) = market.epochWindow(id, 0);
+        vm.assertEq(start, T0 + 4 * EPOCH);
+        vm.assertEq(deadline, T0 + 5 * EPOCH);
         vm.assertEq(token.balanceOf(provider), before - 8 * COLLATERAL);
         IDporMarket.Provider memory p = market.getProvider(provider);
         vm.assertEq(p.usedBlocks, 8);
@@ -258,21 +320,119 @@ contract MarketTest is MarketFixture {
         uint256 id = _openAccepted(4, BETA, 1, 2);
         Digest memory d = _postReal(id, 1, 0);
         _prove(id, 0, d);
+        _prove(id, 1, d);
         (, uint256 deadline) = market.epochWindow(id, 1);
-        vm.roll(deadline);
+        vm.warp(deadline + GRACE - 1);
         vm.expectRevert(IDporMarket.DealNotOver.selector);
         market.closeDeal(id);
-        vm.roll(deadline + 1);
+        vm.warp(deadline + GRACE);
         market.closeDeal(id);
         IDporMarket.Deal memory deal = market.getDeal(id);
         vm.assertEq(uint256(deal.state), uint256(IDporMarket.DealState.Completed));
-        // epoch 0 paid to the provider, epoch 1 (never proven) refunded to the owner
-        vm.assertEq(market.owed(provider), 4 * PRICE + 4 * COLLATERAL);
-        vm.assertEq(market.owed(owner), 4 * PRICE);
+        vm.assertEq(market.owed(provider), 8 * PRICE + 4 * COLLATERAL);
+        vm.assertEq(market.owed(owner), 0);
         vm.assertEq(market.getProvider(provider).usedBlocks, 0);
         vm.assertEq(market.getProvider(provider).activeDeals, 0);
         vm.expectRevert(IDporMarket.WrongDealState.selector);
         market.closeDeal(id);
+    }
+
+    /// @dev Finding 5: closeDeal faults every unsettled epoch that had a digest in force.
+    function test_closeDeal_faultsUnsettled() public {
+        uint256 id = _openAccepted(4, BETA, 1, 3);
+        Digest memory d = _postReal(id, 1, 0);
+        _prove(id, 0, d);
+        _pastGrace(id);
+        market.closeDeal(id);
+        uint256 slash = (4 * uint256(COLLATERAL) + MAX_FAILURES - 1) / MAX_FAILURES;
+        IDporMarket.Deal memory deal = market.getDeal(id);
+        vm.assertEq(deal.failures, 2);
+        vm.assertEq(uint256(deal.state), uint256(IDporMarket.DealState.Completed));
+        vm.assertEq(market.owed(owner), 8 * PRICE + 2 * slash);
+        vm.assertEq(market.owed(provider), 4 * PRICE + 4 * COLLATERAL - 2 * slash);
+    }
+
+    function test_closeDeal_terminatesOnEnoughFaults() public {
+        uint256 id = _openAccepted(4, BETA, 1, 4);
+        _postReal(id, 1, 0);
+        _pastGrace(id);
+        uint128 slash = uint128((4 * uint256(COLLATERAL) + MAX_FAILURES - 1) / MAX_FAILURES);
+        vm.expectEmit(true, true, true, true, address(market));
+        emit IDporMarket.DealClosed(id, 4, 3 * slash, 0, 0); // 4 faults, capped by the collateral
+        vm.expectEmit(true, true, true, true, address(market));
+        emit IDporMarket.DealTerminated(id, 4, 16 * PRICE, 4 * COLLATERAL - 3 * slash);
+        market.closeDeal(id);
+        IDporMarket.Deal memory deal = market.getDeal(id);
+        vm.assertEq(uint256(deal.state), uint256(IDporMarket.DealState.Terminated));
+        vm.assertEq(market.owed(owner), 16 * PRICE + 4 * COLLATERAL);
+        vm.assertEq(market.owed(provider), 0);
+    }
+
+    /// @dev Epochs that started before the first digest are never faults at close.
+    function test_closeDeal_noFaultBeforeFirstDigest() public {
+        uint256 id = _openAccepted(4, BETA, 1, 3);
+        _enterEpoch(id, 1);
+        vm.warp(block.timestamp + 10);
+        Digest memory d = _postReal(id, 1, 0); // in force from epoch 2 on
+        _prove(id, 2, d);
+        _pastGrace(id);
+        market.closeDeal(id);
+        vm.assertEq(market.getDeal(id).failures, 0);
+        vm.assertEq(market.owed(provider), 4 * PRICE + 4 * COLLATERAL);
+        vm.assertEq(market.owed(owner), 8 * PRICE);
+    }
+
+    function test_requestExit_shortensTerm() public {
+        uint256 id = _openAccepted(4, BETA, 1, 10);
+        Digest memory d = _postReal(id, 1, 0);
+        _prove(id, 0, d);
+        vm.prank(stranger);
+        vm.expectRevert(IDporMarket.NotDealParty.selector);
+        market.requestExit(id);
+        vm.prank(owner);
+        market.requestExit(id); // in epoch 0: term = 1 + NOTICE epochs
+        vm.assertEq(market.getDeal(id).numEpochs, 1 + NOTICE);
+        vm.prank(provider);
+        market.requestExit(id); // never lengthens
+        vm.assertEq(market.getDeal(id).numEpochs, 1 + NOTICE);
+        _prove(id, 1, d);
+        _prove(id, 2, d);
+        vm.expectRevert(IDporMarket.EpochOutOfRange.selector);
+        market.epochWindow(id, 3);
+        _pastGrace(id);
+        market.closeDeal(id);
+        vm.assertEq(market.owed(provider), 12 * PRICE + 4 * COLLATERAL);
+        vm.assertEq(market.owed(owner), 28 * PRICE); // the 7 dropped epochs
+    }
+
+    function test_requestExit_beforeStart() public {
+        uint256 id = _openAccepted(4, BETA, 1, 10);
+        vm.prank(provider);
+        market.requestExit(id);
+        vm.assertEq(market.getDeal(id).numEpochs, NOTICE);
+    }
+
+    function test_exitBeforeUpload() public {
+        uint256 id = _openAccepted(4, BETA, 1, 10);
+        vm.prank(provider);
+        vm.expectRevert(IDporMarket.UploadNotOver.selector);
+        market.exitBeforeUpload(id);
+        vm.warp(block.timestamp + UPLOAD);
+        vm.prank(stranger);
+        vm.expectRevert(IDporMarket.NotDealParty.selector);
+        market.exitBeforeUpload(id);
+        vm.prank(provider);
+        market.exitBeforeUpload(id);
+        vm.assertEq(uint256(market.getDeal(id).state), uint256(IDporMarket.DealState.Completed));
+        vm.assertEq(market.owed(owner), 40 * PRICE);
+        vm.assertEq(market.owed(provider), 4 * COLLATERAL);
+        vm.assertEq(market.getProvider(provider).activeDeals, 0);
+        uint256 id2 = _openAccepted(4, BETA, 1, 10);
+        _postReal(id2, 1, 0);
+        vm.warp(block.timestamp + UPLOAD);
+        vm.prank(owner);
+        vm.expectRevert(IDporMarket.DigestExists.selector);
+        market.exitBeforeUpload(id2);
     }
 
     function test_withdraw() public {
@@ -304,6 +464,22 @@ contract MarketTest is MarketFixture {
         vm.assertEq(deal.digestVersion, 1);
         vm.assertEq(deal.digestHash, h);
         vm.assertEq(deal.writeCount, 3);
+        vm.assertEq(deal.firstDigestAt, block.timestamp);
+        DigestRecord memory r = market.getDigestRecord(id, 1);
+        vm.assertEq(r.digestHash, h);
+        vm.assertEq(r.postedAt, block.timestamp);
+        vm.assertEq(r.writeCount, 3);
+        vm.assertEq(r.nextVersion, 0);
+        vm.assertEq(r.prevVersion, 0);
+        vm.warp(block.timestamp + 7);
+        Digest memory d5 = buildDigest(id, 5, 4, 1, 0, BETA);
+        _post(d5);
+        r = market.getDigestRecord(id, 1);
+        vm.assertEq(r.nextVersion, 5);
+        r = market.getDigestRecord(id, 5);
+        vm.assertEq(r.prevVersion, 1);
+        vm.assertEq(r.postedAt, block.timestamp);
+        vm.assertEq(market.getDeal(id).firstDigestAt, block.timestamp - 7);
     }
 
     function test_postDigest_errors() public {
@@ -355,7 +531,8 @@ contract MarketTest is MarketFixture {
         vm.assertEq(uint256(market.epochStatus(id, 0)), uint256(IDporMarket.EpochStatus.Proven));
         vm.assertEq(market.owed(provider), 4 * PRICE);
         vm.assertEq(market.getDeal(id).escrow, 16 * PRICE);
-        vm.assertNotEq(market.epochSeeds(id, 0), bytes32(0));
+        vm.assertEq(market.getDeal(id).settledWithDigest, 1);
+        vm.assertNotEq(market.globalSeeds(market.getDeal(id).startEpoch), bytes32(0));
         _prove(id, 1, d);
         vm.assertEq(market.owed(provider), 8 * PRICE);
     }
@@ -363,51 +540,78 @@ contract MarketTest is MarketFixture {
     function test_submitEpochProof_errors() public {
         uint256 id = _openAccepted(4, BETA, 2, 3);
         Digest memory d = buildDigest(id, 1, 4, 1, 0, BETA);
-        SampleProof[] memory none = new SampleProof[](0);
+        BlockProof[] memory none = new BlockProof[](0);
         _enterEpoch(id, 0);
-        vm.expectRevert(IDporMarket.NoDigest.selector);
+        vm.expectRevert(IDporMarket.DigestNotInForce.selector);
         market.submitEpochProof(id, 0, d, none);
-        _post(d);
+        _post(d); // posted in epoch 0: in force from epoch 1
+        vm.expectRevert(IDporMarket.DigestNotInForce.selector);
+        market.submitEpochProof(id, 0, d, none);
         vm.expectRevert(IDporMarket.EpochOutOfRange.selector);
         market.submitEpochProof(id, 3, d, none);
         vm.expectRevert(IDporMarket.EpochNotStarted.selector);
         market.submitEpochProof(id, 1, d, none);
+        _enterEpoch(id, 1);
         vm.expectRevert(IDporMarket.WrongSampleCount.selector);
-        market.submitEpochProof(id, 0, d, none);
-        SampleProof[] memory ps = _epochProofs(id, 0, d);
+        market.submitEpochProof(id, 1, d, none);
+        BlockProof[] memory ps = _epochProofs(id, 1, d);
         Digest memory other = buildDigest(id, 1, 4, 1, 1, BETA);
         vm.expectRevert(IDporMarket.DigestMismatch.selector);
-        market.submitEpochProof(id, 0, other, ps);
+        market.submitEpochProof(id, 1, other, ps);
+        other = buildDigest(id + 1, 1, 4, 1, 0, BETA);
+        vm.expectRevert(IDporMarket.DigestMismatch.selector);
+        market.submitEpochProof(id, 1, other, ps);
         // wrong sample: another position
-        SampleProof[] memory bad = _epochProofs(id, 0, d);
-        bad[0].position = uint64((bad[0].position + 1) % 8);
-        if (bad[0].runTag != 0) bad[0].runTag = 0;
+        BlockProof[] memory bad = _epochProofs(id, 1, d);
+        bad[0].position = uint64((bad[0].position + 1) % 2);
         vm.expectRevert(IDporMarket.WrongSample.selector);
-        market.submitEpochProof(id, 0, d, bad);
-        // invalid proof: tampered chunk
-        bad = _epochProofs(id, 0, d);
-        bad[1].chunk[5] = bytes1(uint8(bad[1].chunk[5]) ^ 1);
+        market.submitEpochProof(id, 1, d, bad);
+        // invalid proof: one byte of the coded block changed (any byte, not just a sampled chunk)
+        bad = _epochProofs(id, 1, d);
+        bad[1].codedBlock[239] = bytes1(uint8(bad[1].codedBlock[239]) ^ 1);
         vm.expectRevert(IDporMarket.InvalidProof.selector);
-        market.submitEpochProof(id, 0, d, bad);
-        market.submitEpochProof(id, 0, d, ps);
-        vm.expectRevert(IDporMarket.EpochSettled.selector);
-        market.submitEpochProof(id, 0, d, ps);
-        (, uint256 deadline) = market.epochWindow(id, 1);
-        vm.roll(deadline + 1);
-        vm.expectRevert(IDporMarket.EpochClosed.selector);
+        market.submitEpochProof(id, 1, d, bad);
+        // a block one byte short
+        bad = _epochProofs(id, 1, d);
+        bytes memory shorter = new bytes(239);
+        for (uint256 i; i < 239; ++i) shorter[i] = bad[0].codedBlock[i];
+        bad[0].codedBlock = shorter;
+        vm.expectRevert(IDporMarket.WrongBlockLength.selector);
+        market.submitEpochProof(id, 1, d, bad);
         market.submitEpochProof(id, 1, d, ps);
+        vm.expectRevert(IDporMarket.EpochSettled.selector);
+        market.submitEpochProof(id, 1, d, ps);
+        _pastEpoch(id, 2);
+        vm.expectRevert(IDporMarket.EpochClosed.selector);
+        market.submitEpochProof(id, 2, d, ps);
         uint256 fresh = _open(4, BETA, 1, 1);
         vm.expectRevert(IDporMarket.WrongDealState.selector);
         market.submitEpochProof(fresh, 0, d, ps);
+    }
+
+    function test_submitEpochProof_seedUnavailable() public {
+        uint256 id = _openAccepted(4, BETA, 1, 3);
+        Digest memory d = _postReal(id, 1, 0);
+        (uint256 start,) = market.epochWindow(id, 0);
+        uint64 round = beacon.roundAt(start);
+        beacon.withhold(round, true);
+        _enterEpoch(id, 0);
+        vm.expectRevert(abi.encodeWithSelector(IDporMarket.SeedUnavailable.selector, round));
+        market.peekSeed(id, 0);
+        vm.expectRevert(abi.encodeWithSelector(IDporMarket.SeedUnavailable.selector, round));
+        market.submitEpochProof(id, 0, d, new BlockProof[](1));
+        beacon.withhold(round, false);
+        _prove(id, 0, d);
     }
 
     function test_markMissed_refundsAndSlashes() public {
         uint256 id = _openAccepted(4, BETA, 1, 5);
         _postReal(id, 1, 0);
         (, uint256 deadline) = market.epochWindow(id, 0);
+        vm.warp(deadline - 1);
         vm.expectRevert(IDporMarket.EpochNotOver.selector);
         market.markMissed(id, 0);
-        vm.roll(deadline + 1);
+        vm.warp(deadline);
         vm.prank(stranger);
         market.markMissed(id, 0);
         uint256 slash = (4 * uint256(COLLATERAL) + MAX_FAILURES - 1) / MAX_FAILURES;
@@ -422,18 +626,17 @@ contract MarketTest is MarketFixture {
 
     function test_markMissed_noDigestNoSlash() public {
         uint256 id = _openAccepted(4, BETA, 1, 5);
-        (, uint256 deadline) = market.epochWindow(id, 0);
-        vm.roll(deadline + 1);
+        _pastEpoch(id, 0);
         market.markMissed(id, 0);
         vm.assertEq(market.owed(owner), 4 * PRICE);
         vm.assertEq(market.getDeal(id).failures, 0);
+        vm.assertEq(market.getDeal(id).settledWithDigest, 0);
     }
 
     function test_repeatedMisses_terminate() public {
         uint256 id = _openAccepted(4, BETA, 1, 10);
         _postReal(id, 1, 0);
-        (, uint256 deadline) = market.epochWindow(id, 2);
-        vm.roll(deadline + 1);
+        _pastEpoch(id, 2);
         market.markMissed(id, 0);
         market.markMissed(id, 1);
         market.markMissed(id, 2);
@@ -448,37 +651,78 @@ contract MarketTest is MarketFixture {
         market.markMissed(id, 3);
     }
 
-    function test_seed_fixedAndStored() public {
+    function test_seed_beaconFixedAndStored() public {
         uint256 id = _openAccepted(4, BETA, 1, 5);
-        (uint256 seedBlock, uint256 deadline) = market.epochWindow(id, 1);
-        vm.assertEq(deadline - seedBlock, EPOCH_BLOCKS);
-        vm.expectRevert(IDporMarket.EpochNotStarted.selector);
+        (uint256 start, uint256 deadline) = market.epochWindow(id, 1);
+        vm.assertEq(deadline - start, EPOCH);
+        uint64 g = market.getDeal(id).startEpoch + 1;
+        vm.warp(start - 1);
+        uint64 round = beacon.roundAt(start);
+        vm.expectRevert(abi.encodeWithSelector(IDporMarket.SeedUnavailable.selector, round));
         market.peekSeed(id, 1);
-        vm.roll(seedBlock + 1);
-        vm.setBlockhash(seedBlock, bytes32(uint256(0xabc)));
-        bytes32 expect = keccak256(abi.encode(bytes32(uint256(0xabc)), id, uint256(1)));
+        vm.warp(start + 100);
+        bytes32 global = beacon.randomness(round);
+        bytes32 expect = keccak256(abi.encode(global, id, uint256(1)));
         vm.assertEq(market.peekSeed(id, 1), expect);
-        vm.roll(seedBlock + 5);
         vm.assertEq(market.touchSeed(id, 1), expect);
-        vm.assertEq(market.epochSeeds(id, 1), expect);
-        vm.setBlockhash(seedBlock, bytes32(uint256(0xdef)));
+        vm.assertEq(market.globalSeeds(g), global);
+        beacon.setSalt(bytes32("other"));
         vm.assertEq(market.touchSeed(id, 1), expect); // stored, not recomputed
+        vm.assertEq(market.recordSeed(g), global);
         uint256 fresh = _open(4, BETA, 1, 1);
         vm.expectRevert(IDporMarket.WrongDealState.selector);
         market.touchSeed(fresh, 0);
     }
 
-    function test_seed_after256Blocks() public {
-        uint256 id = _openAccepted(4, BETA, 1, 5);
-        (uint256 seedBlock,) = market.epochWindow(id, 0);
-        vm.roll(seedBlock + 600);
-        uint256 source = seedBlock + 512; // latest s_e + 256·m below the current block
-        vm.setBlockhash(source, bytes32(uint256(0x77)));
-        vm.assertEq(market.touchSeed(id, 0), keccak256(abi.encode(bytes32(uint256(0x77)), id, uint256(0))));
+    /// @dev Two deals in the same global epoch share the global seed, not the sample seed.
+    function test_seed_sharedPerGlobalEpoch() public {
+        uint256 a = _openAccepted(4, BETA, 1, 5);
+        vm.warp(block.timestamp + 100);
+        uint256 b = _openAccepted(4, BETA, 1, 5);
+        _enterEpoch(a, 0);
+        vm.assertEq(market.getDeal(a).startEpoch, market.getDeal(b).startEpoch);
+        bytes32 sa = market.touchSeed(a, 0);
+        bytes32 sb = market.touchSeed(b, 0);
+        vm.assertNotEq(sa, sb);
+        bytes32 g = market.globalSeeds(market.getDeal(a).startEpoch);
+        vm.assertEq(sa, keccak256(abi.encode(g, a, uint256(0))));
+        vm.assertEq(sb, keccak256(abi.encode(g, b, uint256(0))));
+    }
+
+    function test_seed_devMode() public {
+        DporMarket m = new DporMarket(IERC20(address(token)), IRandomnessBeacon(address(0)), _params());
+        vm.assertTrue(IDporMarketFull(address(m)).devSeeds());
+        vm.expectRevert(IDporMarket.EpochNotStarted.selector);
+        IDporMarketFull(address(m)).recordSeed(1);
+        vm.warp(block.timestamp + EPOCH);
+        vm.roll(block.number + 1);
+        vm.setBlockhash(block.number - 1, bytes32(uint256(0xabc)));
+        vm.expectEmit(true, true, true, true, address(m));
+        emit IDporMarket.SeedRecorded(1, 0, bytes32(uint256(0xabc)), true);
+        vm.assertEq(IDporMarketFull(address(m)).recordSeed(1), bytes32(uint256(0xabc)));
+        vm.setBlockhash(block.number - 1, bytes32(uint256(0xdef)));
+        vm.assertEq(IDporMarketFull(address(m)).recordSeed(1), bytes32(uint256(0xabc)));
+    }
+
+    function test_digestInForce_view() public {
+        uint256 id = _openAccepted(8, 4096, 8, 5);
+        (uint64 v,,) = market.digestInForce(id, 0);
+        vm.assertEq(v, 0);
+        Digest memory d1 = _postReal(id, 1, 0);
+        _enterEpoch(id, 0);
+        _postReal(id, 2, 1); // posted during epoch 0: in force from epoch 1
+        (uint64 v0, bytes32 h0, uint64 t0) = market.digestInForce(id, 0);
+        vm.assertEq(v0, 1);
+        vm.assertEq(h0, market.digestHash(d1));
+        vm.assertEq(t0, 0);
+        (uint64 v1,, uint64 t1) = market.digestInForce(id, 1);
+        vm.assertEq(v1, 2);
+        vm.assertEq(t1, 1);
     }
 
     function test_epochSample_inRange() public {
         uint256 id = _openAccepted(8, 4096, 8, 5);
+        _enterEpoch(id, 0);
         vm.expectRevert(IDporMarket.NoDigest.selector);
         market.epochSample(id, 0, 0);
         Digest memory d;
@@ -488,13 +732,16 @@ contract MarketTest is MarketFixture {
         d.writeCount = 5;
         d.levelRoots = new bytes32[](2);
         _post(d);
-        _enterEpoch(id, 0);
+        _enterEpoch(id, 1);
+        bool[4] memory seen;
         for (uint256 j; j < 8; ++j) {
-            (uint8 tag, uint64 pos, uint32 ci) = market.epochSample(id, 0, j);
+            (uint8 tag, uint64 pos) = market.epochSample(id, 1, j);
             vm.assertTrue(tag == 0 || tag == 1 || tag == 3);
             vm.assertLt(pos, tag == 0 ? 16 : (uint256(1) << tag));
-            vm.assertLt(ci, 37);
+            seen[tag == 3 ? 2 : tag] = true;
         }
+        // R = 3 runs, K = 8: every run is sampled
+        vm.assertTrue(seen[0] && seen[1] && seen[2]);
     }
 
     // ------------------------------------------------------------ audits
@@ -545,7 +792,7 @@ contract MarketTest is MarketFixture {
         vm.assertEq(x.version, 1);
         vm.assertEq(x.bond, BOND);
         vm.assertEq(x.digestHash, market.getDeal(id).digestHash);
-        vm.assertEq(x.deadline, block.number + DISPUTE_WINDOW);
+        vm.assertEq(x.deadline, block.timestamp + ANSWER);
         vm.assertEq(uint256(x.state), uint256(IDporMarket.DisputeState.Open));
         vm.assertEq(token.balanceOf(challenger), before - BOND);
         vm.assertEq(market.getDeal(id).openDisputes, 1);
@@ -572,6 +819,15 @@ contract MarketTest is MarketFixture {
         vm.expectRevert(IDporMarket.WrongSample.selector);
         market.openDispute(id, 0, 2, 0, 1, 0, 2); // 2 chunks per coded block
         vm.stopPrank();
+        // finding 6: no dispute after the last deadline + grace
+        _pastGrace(id);
+        vm.warp(block.timestamp - 1);
+        vm.prank(challenger);
+        market.openDispute(id, 0, 2, 0, 1, 0, 0);
+        vm.warp(block.timestamp + 1);
+        vm.prank(challenger);
+        vm.expectRevert(IDporMarket.DisputePeriodOver.selector);
+        market.openDispute(id, 0, 2, 0, 1, 0, 0);
     }
 
     function test_answerDispute_bondToProvider() public {
@@ -602,7 +858,7 @@ contract MarketTest is MarketFixture {
         vm.expectRevert(IDporMarket.InvalidProof.selector);
         market.answerDispute(q, d, p);
         p = buildProof(2, 3, 1, 4, BETA);
-        vm.roll(block.number + DISPUTE_WINDOW + 1);
+        vm.warp(block.timestamp + ANSWER + 1);
         vm.expectRevert(IDporMarket.DeadlinePassed.selector);
         market.answerDispute(q, d, p);
     }
@@ -611,8 +867,8 @@ contract MarketTest is MarketFixture {
         (uint256 id,, uint256 q) = _disputed();
         vm.expectRevert(IDporMarket.DeadlineNotPassed.selector);
         market.slash(q);
+        _pastGrace(id);
         vm.expectRevert(IDporMarket.DisputesOpen.selector);
-        vm.roll(block.number + 1000);
         market.closeDeal(id);
         vm.prank(stranger);
         market.slash(q);

@@ -63,6 +63,10 @@ pub enum Misbehavior {
     /// C-rebuild, every level), inside the run root it returns
     /// ([`crate::store::CommitFault::one_per_run`]); serve honestly what it stored.
     CommitWrong,
+    /// Keep only the first half of every coded block (the rest reads as zeros): a node
+    /// that saves storage on every block. Applies to audits and to the chain agent's
+    /// epoch proofs (issue 9 finding 3: whole-block proofs catch it).
+    PartialBlocks,
 }
 
 impl std::str::FromStr for Misbehavior {
@@ -74,7 +78,10 @@ impl std::str::FromStr for Misbehavior {
             "stale-level" => Ok(Self::StaleLevel),
             "other-deal" => Ok(Self::OtherDeal),
             "commit-wrong" => Ok(Self::CommitWrong),
-            _ => Err(format!("unknown misbehavior {s:?} (none, wrong-block, stale-level, other-deal, commit-wrong)")),
+            "partial-blocks" => Ok(Self::PartialBlocks),
+            _ => Err(format!(
+                "unknown misbehavior {s:?} (none, wrong-block, stale-level, other-deal, commit-wrong, partial-blocks)"
+            )),
         }
     }
 }
@@ -199,6 +206,9 @@ impl NodeHandler {
                 if self.misbehavior == Misbehavior::WrongBlock {
                     got.iter_mut().for_each(|(b, _)| flip(b));
                 }
+                if self.misbehavior == Misbehavior::PartialBlocks {
+                    got.iter_mut().for_each(|(b, _)| keep_half(b));
+                }
                 let samples = positions
                     .into_iter()
                     .zip(got)
@@ -209,7 +219,10 @@ impl NodeHandler {
             Request::Coded { deal, run, start, count } => {
                 let coded = self.coded_bytes(deal).await?;
                 check_batch(count, coded)?;
-                let blocks = self.blocking(move |s| s.coded_range(deal, run.into(), start, count)).await?;
+                let mut blocks = self.blocking(move |s| s.coded_range(deal, run.into(), start, count)).await?;
+                if self.misbehavior == Misbehavior::PartialBlocks {
+                    blocks.iter_mut().for_each(|b| keep_half(b));
+                }
                 Ok(Response::Coded { run, start, blocks: blocks.into_iter().map(ByteBuf::from).collect() })
             }
             Request::RunLeaves { deal, run, start, count } => {
@@ -371,6 +384,13 @@ impl dpor_proto::net::Handler<Request, Response> for NodeHandler {
 }
 
 /// Flips one bit of a block (testing only).
+/// Testing only ([`Misbehavior::PartialBlocks`]): zeroes the second half of a coded
+/// block, as a node that stored only its first half would serve it.
+pub fn keep_half(block: &mut [u8]) {
+    let h = block.len() / 2;
+    block[h..].iter_mut().for_each(|x| *x = 0);
+}
+
 fn flip(block: &mut [u8]) {
     if let Some(b) = block.get_mut(block.len() / 2) {
         *b ^= 1;

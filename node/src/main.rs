@@ -85,6 +85,9 @@ struct EraseArgs {
     /// Seed of the choice of blocks.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Zero only the second half of each chosen block (a node keeping part of every block).
+    #[arg(long)]
+    keep_half: bool,
 }
 
 fn main() -> std::process::ExitCode {
@@ -167,13 +170,14 @@ fn erase(args: EraseArgs) -> anyhow::Result<()> {
     if !(0.0..=1.0).contains(&args.fraction) {
         anyhow::bail!("--fraction must be within 0..1");
     }
-    let report = dpor_node::tamper::erase(
+    let report = dpor_node::tamper::erase_with(
         &args.data_dir.join("store"),
         args.deal,
         args.fraction,
         args.tag,
         args.largest_level,
         args.seed,
+        args.keep_half,
     )?;
     for (name, erased, size) in report {
         println!("{name}: zeroed {erased} of {size} coded blocks");

@@ -37,13 +37,18 @@ impl DealLookup for ChainDeals {
     }
 }
 
-/// The store as the chain agent sees it.
-struct StoreRuns(Arc<Store>);
+/// The store as the chain agent sees it (with the testing misbehaviour, if any, that
+/// changes what is on "disk": [`crate::handler::Misbehavior::PartialBlocks`]).
+struct StoreRuns(Arc<Store>, crate::handler::Misbehavior);
 
 impl NodeRuns for StoreRuns {
     fn coded_block(&self, deal: u64, run: RunId, position: u64) -> anyhow::Result<(Vec<u8>, Vec<B256>)> {
         let mut got = self.0.coded(deal, run, &[position])?;
-        got.pop().context("the store returned no block")
+        let (mut block, path) = got.pop().context("the store returned no block")?;
+        if self.1 == crate::handler::Misbehavior::PartialBlocks {
+            crate::handler::keep_half(&mut block);
+        }
+        Ok((block, path))
     }
 
     fn digest_posted(&self, deal: u64, digest: &Digest) -> anyhow::Result<()> {
@@ -59,6 +64,20 @@ impl NodeRuns for StoreRuns {
 
     fn dispute_closed(&self, deal: u64, dispute: u64) -> anyhow::Result<()> {
         Ok(self.0.unpin_dispute(deal, dispute)?)
+    }
+
+    fn epoch_pinned(&self, deal: u64, epoch: u64, digest: &Digest) -> anyhow::Result<()> {
+        match self.0.pin_epoch(deal, epoch, digest) {
+            Ok(()) | Err(crate::store::StoreError::UnknownDeal(_)) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn epochs_released(&self, deal: u64, epoch: u64) -> anyhow::Result<()> {
+        match self.0.unpin_epochs_before(deal, epoch) {
+            Ok(()) | Err(crate::store::StoreError::UnknownDeal(_)) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 }
 
@@ -143,7 +162,7 @@ pub async fn start(config: &NodeConfig) -> anyhow::Result<RunningNode> {
         ..AgentConfig::default()
     };
     let (shutdown, rx) = tokio::sync::watch::channel(false);
-    let agent = ChainAgent::new(market, Arc::new(StoreRuns(store)), agent_config);
+    let agent = ChainAgent::new(market, Arc::new(StoreRuns(store, config.misbehave)), agent_config);
     let agent = tokio::spawn(agent.run(rx));
     Ok(RunningNode { peer_id, addrs, provider, server, shutdown, agent })
 }

@@ -41,6 +41,21 @@ pub fn erase(
     largest_level: bool,
     seed: u64,
 ) -> anyhow::Result<Vec<(String, u64, u64)>> {
+    erase_with(store_dir, deal, fraction, tag, largest_level, seed, false)
+}
+
+/// [`erase`], or with `keep_half` zeroing only the second half of each chosen coded
+/// block: a node that keeps part of every block (issue 9 finding 3), which chunk
+/// samples in the first half would not catch but whole-block epoch proofs do.
+pub fn erase_with(
+    store_dir: &Path,
+    deal: u64,
+    fraction: f64,
+    tag: Option<u32>,
+    largest_level: bool,
+    seed: u64,
+    keep_half: bool,
+) -> anyhow::Result<Vec<(String, u64, u64)>> {
     let deal_dir = store_dir.join("deals").join(deal.to_string());
     let mut runs = run_files(&deal_dir)?;
     if runs.is_empty() {
@@ -79,9 +94,10 @@ pub fn erase(
             order.swap(i, (z % (i as u64 + 1)) as usize);
         }
         let mut f = std::fs::OpenOptions::new().write(true).open(&path).with_context(|| format!("cannot open {}", path.display()))?;
-        let zeros = vec![0u8; coded as usize];
+        let skip = if keep_half { coded / 2 } else { 0 };
+        let zeros = vec![0u8; (coded - skip) as usize];
         for &p in &order[..erase as usize] {
-            f.seek(SeekFrom::Start(p * coded))?;
+            f.seek(SeekFrom::Start(p * coded + skip))?;
             f.write_all(&zeros)?;
         }
         f.sync_all()?;

@@ -1,11 +1,14 @@
-//! The chain agent end to end against a real anvil (0.5 s blocks, 10-block epochs),
-//! with a fake `NodeRuns` over an in-memory state: it registers, accepts the deal,
-//! proves epochs (payments withdrawn), answers a dispute on a held sample (bond to the
-//! provider) and does not answer one on a block it lost, which then gets slashed.
+//! The chain agent end to end against a real anvil (automine, 1-day epochs on the
+//! market's global grid, time warped), with a fake `NodeRuns` over an in-memory state:
+//! it registers, accepts the deal, proves epochs with whole blocks (payments
+//! withdrawn), answers a dispute on a held sample (bond to the provider), does not
+//! answer one on a block it lost (slashed), closes the finished deal; the proof of an
+//! epoch uses the digest in force at its start even after the owner posts a newer one
+//! (issue 9 finding 2), epochs before the first digest are not faults (finding 1).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use alloy_primitives::{B256, U256};
-use dpor_chain::{sign_digest, DealState, Devnet, DevnetOptions, DisputeState, EpochStatus, Market, StateFixture};
+use dpor_chain::{sign_digest, DealState, Devnet, DisputeState, EpochStatus, Market, StateFixture};
 use dpor_core::audit::RunTag;
 use dpor_core::digest::Digest;
 use dpor_core::RunId;
@@ -22,6 +25,10 @@ struct Calls {
     digests: Vec<(u64, u64)>,
     opened: Vec<u64>,
     closed: Vec<u64>,
+    /// (deal, epoch, digest version) pinned.
+    epoch_pins: Vec<(u64, u64, u64)>,
+    /// (deal, below epoch) released.
+    released: Vec<(u64, u64)>,
     reads: usize,
 }
 
@@ -53,6 +60,172 @@ impl NodeRuns for FakeRuns {
         self.calls.lock().unwrap().closed.push(dispute);
         Ok(())
     }
+    fn epoch_pinned(&self, deal: u64, epoch: u64, digest: &Digest) -> anyhow::Result<()> {
+        self.calls.lock().unwrap().epoch_pins.push((deal, epoch, digest.version));
+        Ok(())
+    }
+    fn epochs_released(&self, deal: u64, epoch: u64) -> anyhow::Result<()> {
+        self.calls.lock().unwrap().released.push((deal, epoch));
+        Ok(())
+    }
+}
+
+fn fake_runs() -> Arc<FakeRuns> {
+    Arc::new(FakeRuns {
+        fx: StateFixture::new(256, 8, 3, 7).unwrap(),
+        lost: Mutex::new(HashSet::new()),
+        calls: Mutex::new(Calls::default()),
+    })
+}
+
+fn agent_config(dev: &Devnet) -> AgentConfig {
+    AgentConfig {
+        poll_interval: Duration::from_millis(200),
+        auto_accept: true,
+        withdraw: true,
+        register: Some(Registration {
+            peer_id: vec![0, 0x24, 8, 1, 0x12, 0x20],
+            multiaddrs: vec!["/ip4/127.0.0.1/tcp/4001".into()],
+            price_per_block_epoch: E18,
+            collateral_per_block: 6 * E18,
+            capacity_blocks: 1 << 20,
+            stake: 1000 * E18,
+        }),
+        from_block: dev.deploy_block(),
+        close_finished: true,
+    }
+}
+
+/// Runs `agent.tick()` until `f` holds (at most `n` ticks): deterministic, no timing.
+async fn tick_until<F, Fut>(agent: &mut ChainAgent, what: &str, n: usize, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    for _ in 0..n {
+        agent.tick().await;
+        if f().await {
+            return;
+        }
+    }
+    panic!("not reached after {n} ticks: {what}");
+}
+
+/// A devnet (automine, 1-day epochs, dev seeds), the provider's tokens minted, an owner
+/// with tokens, and a manual agent (ticked by the test) that registered and accepted a
+/// 10-epoch deal. Returns (dev, owner, agent, runs, deal).
+async fn manual_setup() -> (Devnet, Market, ChainAgent, Arc<FakeRuns>, u64) {
+    let dev = Devnet::start(None).await.unwrap();
+    let me = dev.key(1).address();
+    let provider = dev.client(1).await.unwrap();
+    provider.mint(me, U256::from(1_000_000 * E18)).await.unwrap();
+    let owner = dev.client(2).await.unwrap();
+    let o = owner.account().unwrap();
+    owner.mint(o, U256::from(10_000 * E18)).await.unwrap();
+    owner.approve_market(U256::from(10_000 * E18)).await.unwrap();
+    let runs = fake_runs();
+    let mut agent = ChainAgent::new(dev.client(1).await.unwrap(), runs.clone(), agent_config(&dev));
+    agent.tick().await; // registers
+    assert!(provider.get_provider(me).await.unwrap().registered);
+    let deal = owner.open_deal(me, 8, 256, 4, 3, 10, E18, 6 * E18).await.unwrap();
+    tick_until(&mut agent, "accepted", 3, || async { owner.get_deal(deal).await.unwrap().state == DealState::Active })
+        .await;
+    (dev, owner, agent, runs, deal)
+}
+
+async fn post(dev: &Devnet, owner: &Market, d: &Digest) -> B256 {
+    let h = d.digest_hash(dev.chain_id(), dev.market());
+    owner.post_digest(d, sign_digest(&dev.key(2), h).unwrap(), sign_digest(&dev.key(1), h).unwrap()).await.unwrap()
+}
+
+async fn warp_to_epoch(dev: &Devnet, owner: &Market, deal: u64, e: u64) {
+    let w = owner.epoch_window(deal, e).await.unwrap();
+    dev.warp_to(w.start).await.unwrap();
+}
+
+/// Issue 9 finding 2, performed: the owner posts a version bump of the same state
+/// right after the epoch starts and before the provider's proof. The agent proves
+/// against the digest in force at the epoch's start (pinned), and the proof passes.
+#[tokio::test]
+async fn proof_after_a_newer_digest_passes_against_the_digest_in_force() {
+    let (dev, owner, mut agent, runs, deal) = manual_setup().await;
+    let d1 = runs.fx.digest(deal, 1);
+    post(&dev, &owner, &d1).await;
+    agent.tick().await; // sees digest 1
+    warp_to_epoch(&dev, &owner, deal, 0).await;
+    // the attack: a bump posted inside epoch 0's window, before any proof
+    let d2 = runs.fx.digest(deal, 2);
+    let h2 = post(&dev, &owner, &d2).await;
+    assert_eq!(owner.get_deal(deal).await.unwrap().digest_hash, h2, "v2 is the latest digest");
+    tick_until(&mut agent, "epoch 0 proven", 4, || async {
+        owner.epoch_status(deal, 0).await.unwrap() == EpochStatus::Proven
+    })
+    .await;
+    {
+        let calls = runs.calls.lock().unwrap();
+        assert!(calls.epoch_pins.contains(&(deal, 0, 1)), "digest 1 pinned for epoch 0: {:?}", calls.epoch_pins);
+        assert!(calls.digests.contains(&(deal, 2)));
+    }
+    // the proof was against version 1 (EpochProven's version)
+    assert_eq!(owner.digest_in_force(deal, 0).await.unwrap().version, 1);
+    // and epoch 1 is proven against version 2
+    warp_to_epoch(&dev, &owner, deal, 1).await;
+    tick_until(&mut agent, "epoch 1 proven", 4, || async {
+        owner.epoch_status(deal, 1).await.unwrap() == EpochStatus::Proven
+    })
+    .await;
+    assert!(runs.calls.lock().unwrap().epoch_pins.contains(&(deal, 1, 2)));
+    assert!(runs.calls.lock().unwrap().released.iter().any(|&(d, e)| d == deal && e >= 1), "epoch 0's pin released");
+    assert_eq!(owner.get_deal(deal).await.unwrap().failures, 0);
+}
+
+/// Issue 9 finding 1: epochs that pass before the first digest are not faults; the
+/// agent does not try to prove them, and proves the first epoch with a digest in force.
+#[tokio::test]
+async fn epochs_before_the_first_digest_are_not_faults() {
+    let (dev, owner, mut agent, runs, deal) = manual_setup().await;
+    warp_to_epoch(&dev, &owner, deal, 1).await;
+    agent.tick().await;
+    agent.tick().await;
+    assert_eq!(runs.calls.lock().unwrap().reads, 0, "nothing to prove without a digest");
+    let d1 = runs.fx.digest(deal, 1);
+    post(&dev, &owner, &d1).await; // during epoch 1: in force from epoch 2
+    warp_to_epoch(&dev, &owner, deal, 2).await;
+    for e in 0..2 {
+        owner.mark_missed(deal, e).await.unwrap();
+    }
+    assert_eq!(owner.get_deal(deal).await.unwrap().failures, 0, "no fault before the data existed");
+    tick_until(&mut agent, "epoch 2 proven", 4, || async {
+        owner.epoch_status(deal, 2).await.unwrap() == EpochStatus::Proven
+    })
+    .await;
+    assert_eq!(owner.get_deal(deal).await.unwrap().failures, 0);
+}
+
+/// A node that lost part of every block it samples (here: every C block) cannot prove:
+/// the agent sends nothing, the epoch is missed and counts a fault.
+#[tokio::test]
+async fn a_node_that_lost_blocks_does_not_prove_and_is_faulted() {
+    let (dev, owner, mut agent, runs, deal) = manual_setup().await;
+    let d1 = runs.fx.digest(deal, 1);
+    post(&dev, &owner, &d1).await;
+    {
+        let mut lost = runs.lost.lock().unwrap();
+        for (tag, size, _) in d1.runs() {
+            for p in 0..size {
+                lost.insert((tag, p));
+            }
+        }
+    }
+    warp_to_epoch(&dev, &owner, deal, 0).await;
+    for _ in 0..4 {
+        agent.tick().await;
+    }
+    assert!(runs.calls.lock().unwrap().reads > 0, "it tried");
+    assert_eq!(owner.epoch_status(deal, 0).await.unwrap(), EpochStatus::None, "no proof sent");
+    warp_to_epoch(&dev, &owner, deal, 1).await;
+    owner.mark_missed(deal, 0).await.unwrap();
+    assert_eq!(owner.get_deal(deal).await.unwrap().failures, 1);
 }
 
 /// Polls `f` every 200 ms until it returns true, failing after `secs`.
@@ -69,19 +242,12 @@ where
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn agent_registers_accepts_proves_and_answers_disputes() {
+async fn agent_registers_accepts_proves_answers_disputes_and_closes() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new("dpor_node=info"))
         .with_test_writer()
         .try_init();
-    let dev = Devnet::start_with(DevnetOptions {
-        block_time: Some(Duration::from_millis(500)),
-        epoch_blocks: Some(10),
-        dispute_window: Some(20),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    let dev = Devnet::start(None).await.unwrap();
     let provider_key = dev.key(1);
     let me = provider_key.address();
     let provider: Market = dev.client(1).await.unwrap(); // the test's own view of the provider
@@ -89,27 +255,8 @@ async fn agent_registers_accepts_proves_and_answers_disputes() {
     let auditor = dev.client(3).await.unwrap();
     // the tokens are minted beforehand by whoever runs the node
     provider.mint(me, U256::from(1_000_000 * E18)).await.unwrap();
-
-    let runs = Arc::new(FakeRuns {
-        fx: StateFixture::new(256, 8, 3, 7).unwrap(),
-        lost: Mutex::new(HashSet::new()),
-        calls: Mutex::new(Calls::default()),
-    });
-    let config = AgentConfig {
-        poll_interval: Duration::from_millis(200),
-        auto_accept: true,
-        withdraw: true,
-        register: Some(Registration {
-            peer_id: vec![0, 0x24, 8, 1, 0x12, 0x20],
-            multiaddrs: vec!["/ip4/127.0.0.1/tcp/4001".into()],
-            price_per_block_epoch: E18,
-            collateral_per_block: 6 * E18,
-            capacity_blocks: 1 << 20,
-            stake: 1000 * E18,
-        }),
-        from_block: dev.deploy_block(),
-    };
-    let agent = ChainAgent::new(dev.client(1).await.unwrap(), runs.clone(), config);
+    let runs = fake_runs();
+    let agent = ChainAgent::new(dev.client(1).await.unwrap(), runs.clone(), agent_config(&dev));
     let (stop, rx) = tokio::sync::watch::channel(false);
     let task = tokio::spawn(agent.run(rx));
 
@@ -118,32 +265,25 @@ async fn agent_registers_accepts_proves_and_answers_disputes() {
     let p = provider.get_provider(me).await.unwrap();
     assert_eq!((p.stake, p.price_per_block_epoch), (U256::from(1000 * E18), E18));
 
-    // 2. a deal: opened by the owner, accepted by the agent
+    // 2. a 3-epoch deal: opened by the owner, accepted by the agent
     let o = owner.account().unwrap();
     owner.mint(o, U256::from(10_000 * E18)).await.unwrap();
     owner.approve_market(U256::from(10_000 * E18)).await.unwrap();
-    let deal = owner.open_deal(me, 8, 256, 4, 2, 30, E18).await.unwrap();
+    let deal = owner.open_deal(me, 8, 256, 4, 2, 3, E18, 6 * E18).await.unwrap();
     until("the agent accepts", 30, || async { owner.get_deal(deal).await.unwrap().state == DealState::Active }).await;
 
     // 3. a dual-signed digest (the test co-signs with the provider's key, as the node would)
     let d = runs.fx.digest(deal, 1);
-    let h = d.digest_hash(dev.chain_id(), dev.market());
-    owner.post_digest(&d, sign_digest(&dev.key(2), h).unwrap(), sign_digest(&provider_key, h).unwrap()).await.unwrap();
+    post(&dev, &owner, &d).await;
     until("the agent sees the digest", 30, || async { runs.calls.lock().unwrap().digests.contains(&(deal, 1)) }).await;
 
-    // 4. epochs get proven and paid out
+    // 4. epochs 0 and 1 get proven (time warped to each start) and paid out
     let pay = owner.get_deal(deal).await.unwrap().price_per_epoch;
     let bal0 = provider.balance_of(me).await.unwrap();
-    let proven = || async {
-        let mut n = 0;
-        for e in 0..30 {
-            if owner.epoch_status(deal, e).await.unwrap() == EpochStatus::Proven {
-                n += 1;
-            }
-        }
-        n
-    };
-    until("two epochs proven", 90, || async { proven().await >= 2 }).await;
+    for e in 0..2 {
+        warp_to_epoch(&dev, &owner, deal, e).await;
+        until("epoch proven", 60, || async { owner.epoch_status(deal, e).await.unwrap() == EpochStatus::Proven }).await;
+    }
     until("payments withdrawn", 30, || async {
         provider.owed(me).await.unwrap().is_zero() && provider.balance_of(me).await.unwrap() >= bal0 + U256::from(2 * pay)
     })
@@ -153,7 +293,7 @@ async fn agent_registers_accepts_proves_and_answers_disputes() {
     auditor.mint(auditor.account().unwrap(), U256::from(1000 * E18)).await.unwrap();
     let bond = U256::from(auditor.dispute_bond().await.unwrap());
     let before = provider.balance_of(me).await.unwrap() + provider.owed(me).await.unwrap();
-    let q1 = auditor.open_dispute(deal, 0, 1, B256::repeat_byte(1), 2, 3, 2).await.unwrap(); // level 1, pos 3, chunk 2
+    let q1 = auditor.open_dispute(deal, 1, 1, B256::repeat_byte(1), 2, 3, 2).await.unwrap(); // level 1, pos 3, chunk 2
     until("dispute answered", 30, || async { auditor.get_dispute(q1).await.unwrap().state == DisputeState::Answered })
         .await;
     until("bond credited", 30, || async {
@@ -165,19 +305,30 @@ async fn agent_registers_accepts_proves_and_answers_disputes() {
 
     // 6. the node lost C position 6: it must not answer; after the deadline it is slashed
     runs.lost.lock().unwrap().insert((RunTag::C, 6));
-    let q2 = auditor.open_dispute(deal, 0, 1, B256::repeat_byte(2), 0, 6, 1).await.unwrap();
+    let reads = runs.calls.lock().unwrap().reads; // no epoch is being proven now (epoch 1 done)
+    let q2 = auditor.open_dispute(deal, 1, 1, B256::repeat_byte(2), 0, 6, 1).await.unwrap();
     until("the agent sees dispute 2", 30, || async { runs.calls.lock().unwrap().opened.contains(&q2) }).await;
-    let reads = runs.calls.lock().unwrap().reads;
     until("the agent tried to read the lost block", 10, || async { runs.calls.lock().unwrap().reads > reads }).await;
     let deadline = auditor.get_dispute(q2).await.unwrap().deadline;
-    let now = dev.block_number().await.unwrap();
-    tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(auditor.get_dispute(q2).await.unwrap().state, DisputeState::Open, "no answer for a lost block");
-    dev.mine(deadline.saturating_sub(now) + 1).await.unwrap();
+    dev.warp_to(deadline + 1).await.unwrap();
     auditor.slash(q2).await.unwrap();
     assert_eq!(auditor.get_dispute(q2).await.unwrap().state, DisputeState::Slashed);
     until("store released dispute 2", 10, || async { runs.calls.lock().unwrap().closed.contains(&q2) }).await;
     assert_eq!(owner.get_deal(deal).await.unwrap().failures, 1, "the slash counted one fault");
+
+    // 7. after the last deadline + grace, the agent closes the deal (epoch 2 was never
+    //    proven: warped past; closeDeal faults it) and withdraws its collateral.
+    let params = owner.params().await.unwrap();
+    let info = owner.get_deal(deal).await.unwrap();
+    dev.warp_to(params.dispute_period_end(&info)).await.unwrap();
+    until("the agent closes the deal", 60, || async {
+        matches!(owner.get_deal(deal).await.unwrap().state, DealState::Completed | DealState::Terminated)
+    })
+    .await;
+    let closed = owner.get_deal(deal).await.unwrap();
+    assert_eq!(closed.failures, 2, "epoch 2 unsettled with a digest in force: faulted at close");
+    assert_eq!(closed.collateral, 0);
 
     stop.send(true).unwrap();
     tokio::time::timeout(Duration::from_secs(30), task).await.unwrap().unwrap();

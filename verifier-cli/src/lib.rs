@@ -9,10 +9,12 @@
 //! - [`node_client`]: a typed client of one node (`dpor_proto`).
 //! - [`owner_state`]: the owner's small state file.
 //! - [`owner`]: the owner's flows (§6) and commands.
-//! - [`auditor`]: the public audit and its on-chain consequences.
+//! - [`auditor`]: the public audit and its on-chain consequences; `watch`, the long-running auditor.
+//! - [`beacon`]: `dpor beacon relay`, recording local-beacon rounds on chain.
 //! - [`output`]: human and JSON output.
 
 pub mod auditor;
+pub mod beacon;
 pub mod context;
 pub mod node_client;
 pub mod output;

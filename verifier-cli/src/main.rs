@@ -2,6 +2,7 @@
 
 use clap::{Parser, Subcommand};
 use dpor_cli::auditor::{self, AuditorCommand};
+use dpor_cli::beacon::{self, BeaconCommand};
 use dpor_cli::context::{Ctx, GlobalArgs};
 use dpor_cli::output::Output;
 use dpor_cli::owner::commands::{self as owner, OwnerCommand};
@@ -22,6 +23,9 @@ enum Command {
     Owner(OwnerCommand),
     #[command(flatten)]
     Auditor(AuditorCommand),
+    /// The randomness beacon: relay local-beacon rounds (offline demos, tests).
+    #[command(subcommand)]
+    Beacon(BeaconCommand),
 }
 
 fn print(out: &Output, json: bool) {
@@ -53,6 +57,7 @@ fn main() -> std::process::ExitCode {
         match cli.command {
             Command::Owner(c) => owner::run(&ctx, c).await,
             Command::Auditor(c) => auditor::run(&ctx, c).await,
+            Command::Beacon(c) => beacon::run(&ctx, c).await,
         }
     });
     match result {

@@ -42,7 +42,7 @@ pub async fn open_deal(owner: &Market, provider: dpor_chain::Address) -> u64 {
     let me = owner.account().unwrap();
     owner.mint(me, wei(10_000)).await.unwrap();
     owner.approve_market(wei(10_000)).await.unwrap();
-    owner.open_deal(provider, NUM_BLOCKS as u64, BLOCK_BYTES as u32, 4, SAMPLES, 5, E18).await.unwrap()
+    owner.open_deal(provider, NUM_BLOCKS as u64, BLOCK_BYTES as u32, 4, SAMPLES, 5, E18, 6 * E18).await.unwrap()
 }
 
 /// Devnet + registered provider + accepted deal + a state with 3 writes (C, H0, H1).
@@ -62,6 +62,12 @@ impl Setup {
     pub fn sign(&self, d: &Digest) -> (dpor_chain::Bytes, dpor_chain::Bytes) {
         let h = d.digest_hash(self.dev.chain_id(), self.dev.market());
         (sign_digest(&self.dev.key(2), h).unwrap(), sign_digest(&self.dev.key(1), h).unwrap())
+    }
+
+    /// Warps chain time to the start of deal epoch `epoch` (one block at that timestamp).
+    pub async fn warp_to_epoch(&self, epoch: u64) -> u64 {
+        let w = self.owner.epoch_window(self.deal, epoch).await.unwrap();
+        self.dev.warp_to(w.start).await.unwrap()
     }
 
     /// Posts the fixture's digest at `version`; returns it and its hash.

@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.24;
 
-import {Digest, SampleProof} from "./DporTypes.sol";
+import {Digest, SampleProof, BlockProof} from "./DporTypes.sol";
 import {DporMerkle} from "./DporMerkle.sol";
 import {DporSampling} from "./DporSampling.sol";
 
 /// @title DporDigest
 /// @notice EIP-712 struct hash of a {Digest} (docs/ENCODING.md §5) and verification of
-///         a {SampleProof} against the run roots of a digest preimage (§2, §3, §8).
+///         a {SampleProof} (one chunk, disputes) or a {BlockProof} (a whole coded block,
+///         epoch proofs) against the run roots of a digest preimage (§2, §3, §8).
 library DporDigest {
     /// @notice The EIP-712 type hash of `Digest`.
     bytes32 internal constant DIGEST_TYPEHASH = keccak256(
@@ -76,5 +77,27 @@ library DporDigest {
         bytes32 root = tag == 0 ? d.rootC : d.levelRoots[DporSampling.levelIndex(tag, d.writeCount)];
         bytes32 blockRoot = DporMerkle.processPath(DporMerkle.chunkLeafCalldata(p.chunk), p.chunkIndex, p.chunkPath);
         return DporMerkle.processPath(DporMerkle.runLeaf(p.position, blockRoot), p.position, p.runPath) == root;
+    }
+
+    /// @notice Root of run `tag` in digest `d` (C: rootC; level ℓ: levelRoots[popcount(t & (2^ℓ − 1))]).
+    /// @dev The caller checks the run exists.
+    function runRoot(Digest calldata d, uint256 tag) internal pure returns (bytes32) {
+        return tag == 0 ? d.rootC : d.levelRoots[DporSampling.levelIndex(tag, d.writeCount)];
+    }
+
+    /// @notice Verifies a whole-block proof `p` against digest `d` for coded blocks of
+    ///         `blockBytes` bytes: the run exists, position < run size, run path length
+    ///         log2(size), block length == blockBytes; then block root (ENCODING §2,
+    ///         recomputed from every byte) → run leaf → run path = the run's root.
+    ///         Returns false on any mismatch.
+    function verifyBlock(Digest calldata d, BlockProof calldata p, uint256 blockBytes) internal pure returns (bool) {
+        uint256 tag = p.runTag;
+        if (!DporSampling.runExists(tag, d.writeCount)) return false;
+        uint256 size = DporSampling.runSize(tag, d.numBlocks);
+        if (p.position >= size || p.runPath.length != DporSampling.ceilLog2(size)) return false;
+        if (p.codedBlock.length != blockBytes) return false;
+        bytes32 blockRoot = DporMerkle.blockRootCalldata(p.codedBlock);
+        return DporMerkle.processPath(DporMerkle.runLeaf(p.position, blockRoot), p.position, p.runPath)
+            == runRoot(d, tag);
     }
 }

@@ -33,6 +33,51 @@ library DporMerkle {
         }
     }
 
+    /// @notice Block root (ENCODING §2) of a whole block in calldata: 128-byte chunks
+    ///         (the last zero-padded), leaves keccak256(0x00 ‖ chunk), bytes32(0)
+    ///         padding leaves up to a power of two, nodes keccak256(0x01 ‖ l ‖ r).
+    /// @dev Uses memory past the free pointer as scratch (w words + 129 bytes,
+    ///      w = next power of two ≥ ⌈len/128⌉). Empty input gives bytes32(0) (callers
+    ///      check the length).
+    function blockRootCalldata(bytes calldata blk) internal pure returns (bytes32 root) {
+        uint256 len = blk.length;
+        uint256 n = (len + 127) / 128;
+        uint256 w = 1;
+        while (w < n) w <<= 1;
+        assembly ("memory-safe") {
+            let leaves := mload(0x40)
+            let buf := add(leaves, mul(w, 0x20))
+            let off := blk.offset
+            for { let i := 0 } lt(i, n) { i := add(i, 1) } {
+                let start := mul(i, 128)
+                let rem := sub(len, start)
+                mstore8(buf, 0)
+                if lt(rem, 128) {
+                    mstore(add(buf, 1), 0)
+                    mstore(add(buf, 33), 0)
+                    mstore(add(buf, 65), 0)
+                    mstore(add(buf, 97), 0)
+                }
+                if gt(rem, 128) { rem := 128 }
+                calldatacopy(add(buf, 1), add(off, start), rem)
+                mstore(add(leaves, mul(i, 0x20)), keccak256(buf, 129))
+            }
+            for { let i := n } lt(i, w) { i := add(i, 1) } { mstore(add(leaves, mul(i, 0x20)), 0) }
+            mstore8(buf, 1)
+            for {} gt(w, 1) {} {
+                w := shr(1, w)
+                for { let i := 0 } lt(i, w) { i := add(i, 1) } {
+                    let src := add(leaves, mul(i, 0x40))
+                    mstore(add(buf, 1), mload(src))
+                    mstore(add(buf, 33), mload(add(src, 0x20)))
+                    mstore(add(leaves, mul(i, 0x20)), keccak256(buf, 65))
+                }
+            }
+            root := mload(leaves)
+            if iszero(n) { root := 0 }
+        }
+    }
+
     /// @notice Chunk leaf keccak256(0x00 ‖ chunk) of a 128-byte chunk in memory.
     function chunkLeaf(bytes memory chunk) internal pure returns (bytes32) {
         require(chunk.length == CHUNK, "chunk length");

@@ -3,10 +3,11 @@ pragma solidity ^0.8.24;
 
 /// @title DporSampling
 /// @notice Sizes, run tags (docs/ENCODING.md §1, §2, §6) and the epoch sample
-///         derivation (§8).
+///         derivation (§8, "dpor.epoch.v2": one sample per run in turn, from a random
+///         first run).
 library DporSampling {
-    /// @notice keccak256("dpor.epoch.v1"), the domain of epoch sample derivation.
-    bytes32 internal constant EPOCH_DOMAIN = keccak256("dpor.epoch.v1");
+    /// @notice keccak256("dpor.epoch.v2"), the domain of epoch sample derivation.
+    bytes32 internal constant EPOCH_DOMAIN = keccak256("dpor.epoch.v2");
 
     /// @notice Bytes of a coded block for data block size `blockSize`: 8·(1 + ⌈β/7⌉)
     ///         (the block index travels with the data as one more element).
@@ -37,12 +38,6 @@ library DporSampling {
         c = ((x * 0x0101010101010101) & 0xffffffffffffffff) >> 56;
     }
 
-    /// @notice Total coded blocks held for N blocks and write count t:
-    ///         2N + Σ_{bit ℓ of t} 2^(ℓ+1) = 2N + 2t.
-    function totalCoded(uint256 numBlocks, uint256 writeCount) internal pure returns (uint256) {
-        return 2 * numBlocks + 2 * writeCount;
-    }
-
     /// @notice Whether run `tag` exists for write count t (C always; level ℓ = tag-1 iff bit ℓ of t).
     function runExists(uint256 tag, uint256 writeCount) internal pure returns (bool) {
         if (tag == 0) return true;
@@ -60,52 +55,39 @@ library DporSampling {
         return popcount(writeCount & ((uint256(1) << (tag - 1)) - 1));
     }
 
-    /// @notice h_j = uint256(keccak256(abi.encode(EPOCH_DOMAIN, seed, digestHash, j))).
-    function epochHash(bytes32 seed, bytes32 digestHash, uint256 j) internal pure returns (uint256 h) {
-        bytes32 dom = EPOCH_DOMAIN;
-        assembly ("memory-safe") {
-            let p := mload(0x40)
-            mstore(p, dom)
-            mstore(add(p, 0x20), seed)
-            mstore(add(p, 0x40), digestHash)
-            mstore(add(p, 0x60), j)
-            h := keccak256(p, 0x80)
+    /// @notice Tag of the run at index `idx` in run order (ENCODING §6): 0 is C, i ≥ 1 is
+    ///         the i-th filled level in ascending ℓ (tag ℓ + 1). The caller checks
+    ///         idx ≤ popcount(t).
+    function runTagAt(uint256 idx, uint256 writeCount) internal pure returns (uint256) {
+        if (idx == 0) return 0;
+        for (uint256 l; l < 64; ++l) {
+            if ((writeCount >> l) & 1 == 1 && --idx == 0) return l + 1;
         }
+        revert("runTagAt: out of range");
     }
 
-    /// @notice Maps u ∈ [0, 2N + 2t) to (run tag, position), runs laid end to end:
-    ///         C first, then the filled levels in ascending ℓ.
-    function locate(uint256 u, uint256 numBlocks, uint256 writeCount)
+    /// @notice u = uint256(keccak256(abi.encode(EPOCH_DOMAIN, S, D))) mod R, the run
+    ///         index of sample 0 (R = 1 + popcount(t) runs).
+    function firstRun(bytes32 seed, bytes32 digestHash, uint256 runs) internal pure returns (uint256) {
+        return uint256(keccak256(abi.encode(EPOCH_DOMAIN, seed, digestHash))) % runs;
+    }
+
+    /// @notice h_j = uint256(keccak256(abi.encode(EPOCH_DOMAIN, S, D, j))), the position hash of sample j.
+    function positionHash(bytes32 seed, bytes32 digestHash, uint256 j) internal pure returns (uint256) {
+        return uint256(keccak256(abi.encode(EPOCH_DOMAIN, seed, digestHash, j)));
+    }
+
+    /// @notice Sample j of an epoch (ENCODING §8): run index (u + j) mod R in run order,
+    ///         position h_j mod size (size is a power of two: exact).
+    /// @param seed The per-deal sample seed S = keccak256(abi.encode(seed(G), dealId, e)).
+    /// @param digestHash D, the hash of the digest in force for the epoch.
+    function epochSample(bytes32 seed, bytes32 digestHash, uint256 j, uint256 numBlocks, uint256 writeCount)
         internal
         pure
         returns (uint256 tag, uint256 position)
     {
-        uint256 c = 2 * numBlocks;
-        if (u < c) return (0, u);
-        u -= c;
-        for (uint256 l; l < 64; ++l) {
-            if ((writeCount >> l) & 1 == 1) {
-                uint256 size = uint256(1) << (l + 1);
-                if (u < size) return (l + 1, u);
-                u -= size;
-            }
-        }
-        revert("locate: out of range");
-    }
-
-    /// @notice Sample j of an epoch: (run tag, position, chunk index) per ENCODING §8.
-    /// @param chunks Chunks per coded block, chunkCount(codedBlockBytes(β)).
-    function epochSample(
-        bytes32 seed,
-        bytes32 digestHash,
-        uint256 j,
-        uint256 numBlocks,
-        uint256 writeCount,
-        uint256 chunks
-    ) internal pure returns (uint256 tag, uint256 position, uint256 chunkIndex) {
-        uint256 h = epochHash(seed, digestHash, j);
-        uint256 u = (h & type(uint128).max) % totalCoded(numBlocks, writeCount);
-        chunkIndex = (h >> 128) % chunks;
-        (tag, position) = locate(u, numBlocks, writeCount);
+        uint256 runs = 1 + popcount(writeCount);
+        tag = runTagAt((firstRun(seed, digestHash, runs) + j) % runs, writeCount);
+        position = positionHash(seed, digestHash, j) & (runSize(tag, numBlocks) - 1);
     }
 }

@@ -2,11 +2,12 @@
 pragma solidity ^0.8.24;
 
 import {Math} from "@openzeppelin/contracts/utils/math/Math.sol";
-import {ProviderRegistry} from "./ProviderRegistry.sol";
+import {MarketBase} from "./MarketBase.sol";
 
 /// @title DealManager
-/// @notice Deal life cycle: open (escrow), cancel, accept (collateral), close.
-abstract contract DealManager is ProviderRegistry {
+/// @notice Deal life cycle: open (escrow), cancel, accept (collateral), exits with
+///         notice, close (settling every unsettled epoch). docs/CONTRACTS.md §2, §6.
+abstract contract DealManager is MarketBase {
     /// @dev Largest N accepted (2^40 blocks).
     uint256 internal constant MAX_BLOCKS = 1 << 40;
     /// @dev Largest block size accepted (1 MiB).
@@ -15,14 +16,17 @@ abstract contract DealManager is ProviderRegistry {
     /// @notice Opens a deal with `provider`, escrowing
     ///         pricePerBlockEpoch · numBlocks · numEpochs tokens from the caller (approve first).
     /// @dev Anyone may open a deal; the caller becomes its owner. The collateral is fixed
-    ///      now from the provider's current rate.
+    ///      now from the provider's current rate, which must be at least the owner's
+    ///      `minCollateralPerBlock` (so a provider cannot lower it just before; finding 8).
     /// @param provider A registered provider.
     /// @param numBlocks N, a power of two (1..2^40).
     /// @param blockSize β in bytes (1..2^20).
     /// @param lambda Audit samples per run for off-chain audits (≥ 1).
     /// @param samplesPerEpoch K, on-chain samples per epoch proof (1..8; 0 means 1).
     /// @param numEpochs Duration in epochs (≥ 1).
-    /// @param pricePerBlockEpoch Offered price, at least the provider's ask.
+    /// @param pricePerBlockEpoch Offered price, at least the provider's ask ({PriceBelowAsk}).
+    /// @param minCollateralPerBlock The least collateral per block the owner accepts
+    ///        ({CollateralBelowMin} if the provider's current rate is lower).
     /// @return dealId The new deal's id.
     function openDeal(
         address provider,
@@ -31,7 +35,8 @@ abstract contract DealManager is ProviderRegistry {
         uint16 lambda,
         uint8 samplesPerEpoch,
         uint32 numEpochs,
-        uint128 pricePerBlockEpoch
+        uint128 pricePerBlockEpoch,
+        uint128 minCollateralPerBlock
     ) external nonReentrant returns (uint256 dealId) {
         Provider storage p = _providers[provider];
         if (!p.registered) revert NotRegistered();
@@ -43,15 +48,16 @@ abstract contract DealManager is ProviderRegistry {
             blockSize == 0 || blockSize > MAX_BLOCK_SIZE || lambda == 0 || samplesPerEpoch > 8 || numEpochs == 0
         ) revert InvalidParameter();
         if (pricePerBlockEpoch < p.pricePerBlockEpoch) revert PriceBelowAsk();
+        if (p.collateralPerBlock < minCollateralPerBlock) revert CollateralBelowMin();
         uint256 perEpoch = uint256(pricePerBlockEpoch) * numBlocks;
         uint256 escrow = perEpoch * numEpochs;
         uint256 collateral = uint256(p.collateralPerBlock) * numBlocks;
         if (escrow > type(uint128).max || collateral > type(uint128).max) revert InvalidParameter();
-
         dealId = ++dealCount;
         Deal storage d = _deals[dealId];
         d.owner = msg.sender;
         d.numEpochs = numEpochs;
+        d.termEpochs = numEpochs;
         d.blockSize = blockSize;
         d.lambda = lambda;
         d.samplesPerEpoch = samplesPerEpoch;
@@ -62,20 +68,24 @@ abstract contract DealManager is ProviderRegistry {
         d.escrow = uint128(escrow);
         d.collateral = uint128(collateral);
         d.slashPerFault = uint128(Math.ceilDiv(collateral, maxFailures));
+        _emitOpened(dealId, d);
+        if (escrow > 0) _pullTokens(msg.sender, escrow);
+    }
+
+    function _emitOpened(uint256 dealId, Deal storage d) private {
         emit DealOpened(
             dealId,
-            msg.sender,
-            provider,
-            numBlocks,
-            blockSize,
-            lambda,
-            samplesPerEpoch,
-            numEpochs,
-            uint128(perEpoch),
-            uint128(escrow),
-            uint128(collateral)
+            d.owner,
+            d.provider,
+            d.numBlocks,
+            d.blockSize,
+            d.lambda,
+            d.samplesPerEpoch,
+            d.numEpochs,
+            d.pricePerEpoch,
+            d.escrow,
+            d.collateral
         );
-        if (escrow > 0) _pullTokens(msg.sender, escrow);
     }
 
     /// @notice Cancels an open (not yet accepted) deal; the escrow is sent back to the owner.
@@ -93,7 +103,7 @@ abstract contract DealManager is ProviderRegistry {
     }
 
     /// @notice Accepts an open deal, locking its collateral from the caller (approve first).
-    ///         Epoch 0 starts with the next block.
+    ///         Deal epoch 0 is the next global epoch: startEpoch = ⌊(now − genesis)/P⌋ + 1.
     /// @dev Only the deal's provider, only in state Open, with stake ≥ {minStake} and
     ///      free capacity for the deal's blocks.
     function acceptDeal(uint256 dealId) external nonReentrant {
@@ -106,25 +116,75 @@ abstract contract DealManager is ProviderRegistry {
         p.usedBlocks += d.numBlocks;
         p.activeDeals += 1;
         d.state = DealState.Active;
-        d.acceptedAt = uint64(block.number);
+        d.acceptedAt = uint64(block.timestamp);
+        d.startEpoch = uint64((block.timestamp - genesis) / epochSeconds + 1);
         uint128 collateral = d.collateral;
-        emit DealAccepted(dealId, uint64(block.number), collateral);
+        emit DealAccepted(dealId, d.acceptedAt, d.startEpoch, collateral);
         if (collateral > 0) _pullTokens(msg.sender, collateral);
     }
 
-    /// @notice Closes an active deal after its last epoch's deadline: the provider is
-    ///         credited its remaining collateral, the owner the escrow of epochs that
-    ///         were never proven. Pull both with {withdraw}.
-    /// @dev Anyone; requires no open dispute on the deal.
-    function closeDeal(uint256 dealId) external {
+    /// @notice Ends the deal early with notice (finding 9): the term becomes the current
+    ///         deal epoch plus {exitNoticeEpochs} more epochs (never longer than before).
+    ///         Every epoch up to the new end must still be proven, disputes stay possible
+    ///         until the new last deadline + {graceSeconds}, and {closeDeal} then refunds
+    ///         the escrow of the dropped epochs to the owner. No fault is skipped.
+    /// @dev Only the deal's owner or provider, deal Active.
+    function requestExit(uint256 dealId) external {
         Deal storage d = _activeDeal(dealId);
-        if (block.number <= uint256(d.acceptedAt) + uint256(d.numEpochs) * epochBlocks) revert DealNotOver();
-        if (d.openDisputes != 0) revert DisputesOpen();
+        if (msg.sender != d.owner && msg.sender != d.provider) revert NotDealParty();
+        uint256 g = (block.timestamp - genesis) / epochSeconds; // current global epoch
+        uint256 next = g >= d.startEpoch ? g - d.startEpoch + 1 : 0; // first deal epoch not started
+        uint256 end = next + exitNoticeEpochs;
+        if (end < d.numEpochs) d.numEpochs = uint32(end);
+        emit ExitRequested(dealId, msg.sender, d.numEpochs);
+    }
+
+    /// @notice Ends a deal that never got a digest (finding 9): after acceptedAt +
+    ///         {uploadSeconds} with no digest posted, either party may close it: all
+    ///         unspent escrow back to the owner, all collateral back to the provider
+    ///         (no epoch could be a fault: none had a digest in force).
+    /// @dev Only the deal's owner or provider, deal Active, no digest ever posted.
+    function exitBeforeUpload(uint256 dealId) external {
+        Deal storage d = _activeDeal(dealId);
+        if (msg.sender != d.owner && msg.sender != d.provider) revert NotDealParty();
+        if (d.digestVersion != 0) revert DigestExists();
+        if (block.timestamp < uint256(d.acceptedAt) + uploadSeconds) revert UploadNotOver();
         d.state = DealState.Completed;
         (uint128 esc, uint128 col) = _drain(d);
-        emit DealClosed(dealId, esc, col);
+        emit DealClosed(dealId, 0, 0, esc, col);
         _credit(d.owner, esc);
         _credit(d.provider, col);
+    }
+
+    /// @notice Closes an active deal once its last deadline + {graceSeconds} has passed
+    ///         (finding 6) and no dispute is open. Every epoch that had a digest in force
+    ///         and was never settled is a fault now (finding 5): its slash goes to the
+    ///         owner, and enough faults terminate the deal (the owner then also gets the
+    ///         remaining collateral). Otherwise the provider is credited its remaining
+    ///         collateral. The owner always gets the unspent escrow (unproven and
+    ///         dropped epochs). Pull with {withdraw}.
+    /// @dev Anyone. O(1): unsettled faultable epochs = (epochs starting after the first
+    ///      digest) − `settledWithDigest`.
+    function closeDeal(uint256 dealId) external {
+        Deal storage d = _activeDeal(dealId);
+        if (block.timestamp < _lastDeadline(d) + graceSeconds) revert DealNotOver();
+        if (d.openDisputes != 0) revert DisputesOpen();
+        uint256 first = _firstFaultable(d);
+        uint256 faultable = first < d.numEpochs ? d.numEpochs - first : 0;
+        uint256 faults = faultable - d.settledWithDigest;
+        uint128 slashed = faults > 0 ? _fault(d, faults) : 0;
+        (uint128 esc, uint128 col) = _drain(d);
+        if (d.failures >= maxFailures) {
+            d.state = DealState.Terminated;
+            emit DealClosed(dealId, uint32(faults), slashed, 0, 0);
+            emit DealTerminated(dealId, d.failures, esc, col);
+            _credit(d.owner, uint256(esc) + slashed + col);
+        } else {
+            d.state = DealState.Completed;
+            emit DealClosed(dealId, uint32(faults), slashed, esc, col);
+            _credit(d.owner, uint256(esc) + slashed);
+            _credit(d.provider, col);
+        }
     }
 
     /// @notice The deal `dealId` (state None if unknown). Anyone.

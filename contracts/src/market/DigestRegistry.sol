@@ -1,36 +1,43 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.24;
 
-import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
-import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
+import {SignatureChecker} from "@openzeppelin/contracts/utils/cryptography/SignatureChecker.sol";
 import {DealManager} from "./DealManager.sol";
-import {Digest} from "../lib/DporTypes.sol";
+import {Digest, DigestRecord} from "../lib/DporTypes.sol";
 import {DporDigest} from "../lib/DporDigest.sol";
 import {DporSampling} from "../lib/DporSampling.sol";
 
 /// @title DigestRegistry
-/// @notice Dual-signed EIP-712 digests (docs/ENCODING.md §5). Stores only the latest
-///         digest hash, version and write count of each deal.
-abstract contract DigestRegistry is DealManager, EIP712 {
-    /// @notice Posts a digest signed by both the deal's owner and its provider.
+/// @notice Dual-signed EIP-712 digests (docs/ENCODING.md §5) and their history: per
+///         deal and version the hash, the time it was posted, its write count and the
+///         neighbouring versions, so each epoch is bound to the digest in force at its
+///         start (docs/CONTRACTS.md §4).
+abstract contract DigestRegistry is DealManager {
+    /// @notice Posts a digest signed by both the deal's owner and its provider. It is in
+    ///         force for every epoch that starts after this block's timestamp (until a
+    ///         later digest is), never for an epoch already started.
     /// @dev Anyone may relay. Requires: the deal is Active, `d.version` > the posted
     ///      version, `d.numBlocks` == the deal's N, `d.writeCount` < N,
-    ///      `d.levelRoots.length` == popcount(writeCount), and both 65-byte signatures
-    ///      over {digestHash}(d). Emits the whole preimage in {DigestPosted}.
+    ///      `d.levelRoots.length` == popcount(writeCount), and valid signatures of the
+    ///      owner and the provider over {digestHash}(d): 65-byte ECDSA for an EOA, or
+    ///      ERC-1271 `isValidSignature` for a contract account (OpenZeppelin
+    ///      SignatureChecker). Emits the whole preimage in {DigestPosted}.
     function postDigest(Digest calldata d, bytes calldata ownerSig, bytes calldata providerSig) external {
         Deal storage deal = _activeDeal(d.dealId);
-        if (d.version <= deal.digestVersion) revert StaleVersion();
+        uint64 prev = deal.digestVersion;
+        if (d.version <= prev) revert StaleVersion();
         if (d.numBlocks != deal.numBlocks) revert WrongNumBlocks();
         if (d.writeCount >= d.numBlocks) revert WriteCountTooLarge();
         if (d.levelRoots.length != DporSampling.popcount(d.writeCount)) revert LevelRootsMismatch();
         bytes32 h = _hashTypedDataV4(DporDigest.structHash(d));
-        (address signer, ECDSA.RecoverError err,) = ECDSA.tryRecover(h, ownerSig);
-        if (err != ECDSA.RecoverError.NoError || signer != deal.owner) revert BadOwnerSignature();
-        (signer, err,) = ECDSA.tryRecover(h, providerSig);
-        if (err != ECDSA.RecoverError.NoError || signer != deal.provider) revert BadProviderSignature();
+        if (!SignatureChecker.isValidSignatureNow(deal.owner, h, ownerSig)) revert BadOwnerSignature();
+        if (!SignatureChecker.isValidSignatureNow(deal.provider, h, providerSig)) revert BadProviderSignature();
         deal.digestVersion = d.version;
         deal.writeCount = d.writeCount;
         deal.digestHash = h;
+        if (deal.firstDigestAt == 0) deal.firstDigestAt = uint64(block.timestamp);
+        _digests[d.dealId][d.version] = DigestRecord(h, uint64(block.timestamp), d.writeCount, 0, prev);
+        if (prev != 0) _digests[d.dealId][prev].nextVersion = d.version;
         emit DigestPosted(d.dealId, d.version, h, d);
     }
 
@@ -44,8 +51,8 @@ abstract contract DigestRegistry is DealManager, EIP712 {
         return _domainSeparatorV4();
     }
 
-    /// @dev Hash of a digest preimage, checked against a stored hash.
-    function _digestHashOf(Digest calldata d) internal view returns (bytes32) {
-        return _hashTypedDataV4(DporDigest.structHash(d));
+    /// @notice What the market kept of digest `version` of deal `dealId` (all zero if never posted).
+    function getDigestRecord(uint256 dealId, uint64 version) external view returns (DigestRecord memory) {
+        return _digests[dealId][version];
     }
 }

@@ -1,22 +1,26 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.24;
 
-import {EpochProofs} from "./EpochProofs.sol";
+import {MarketBase} from "./MarketBase.sol";
 import {Digest, SampleProof} from "../lib/DporTypes.sol";
-import {DporDigest} from "../lib/DporDigest.sol";
 import {DporSampling} from "../lib/DporSampling.sol";
 
 /// @title Disputes
 /// @notice Records of off-chain public audits, and disputes on one named sample.
-abstract contract Disputes is EpochProofs {
+abstract contract Disputes is MarketBase {
     /// @notice Records the outcome of an off-chain public audit (no economic effect; a
     ///         failure with consequences goes through {openDispute}).
-    /// @dev Anyone. The deal must have been accepted; 1 ≤ version ≤ the posted version.
+    /// @dev Anyone, unbonded on purpose: a record moves no funds and changes no state any
+    ///      function reads; each names its `auditor` (msg.sender), so readers filter by
+    ///      the auditors they trust, and a spammer pays its own storage (≈ 130k gas per
+    ///      record). docs/CONTRACTS.md §7. The deal must have been accepted;
+    ///      1 ≤ version ≤ the posted version.
     /// @return auditId The record's id.
     function recordAudit(uint256 dealId, uint64 epoch, uint64 version, bool passed, bytes32 transcriptHash)
         external
         returns (uint256 auditId)
     {
+        _onlyHome();
         Deal storage deal = _deal(dealId);
         if (deal.acceptedAt == 0) revert WrongDealState();
         if (epoch >= deal.numEpochs) revert EpochOutOfRange();
@@ -25,10 +29,11 @@ abstract contract Disputes is EpochProofs {
     }
 
     /// @notice Records a failed audit and opens a dispute on one sample (run tag,
-    ///         position, chunk index) of the deal's current digest, locking {disputeBond}
+    ///         position, chunk index) of the deal's latest digest, locking {disputeBond}
     ///         from the caller (approve first). The provider must answer within
-    ///         {disputeWindow} blocks against the digest stored in the dispute.
-    /// @dev Anyone. The deal must be Active, `version` must be the posted version, and
+    ///         {answerSeconds} against the digest stored in the dispute.
+    /// @dev Anyone. The deal must be Active, now < the last deadline + {graceSeconds}
+    ///      ({DisputePeriodOver}, finding 6), `version` must be the posted version, and
     ///      the sample must exist in that digest.
     /// @return disputeId The dispute's id.
     function openDispute(
@@ -40,10 +45,12 @@ abstract contract Disputes is EpochProofs {
         uint64 position,
         uint32 chunkIndex
     ) external nonReentrant returns (uint256 disputeId) {
+        _onlyHome();
         Deal storage deal = _activeDeal(dealId);
         if (epoch >= deal.numEpochs) revert EpochOutOfRange();
         if (deal.digestVersion == 0) revert NoDigest();
         if (version != deal.digestVersion) revert StaleVersion();
+        if (block.timestamp >= _lastDeadline(deal) + graceSeconds) revert DisputePeriodOver();
         if (
             !DporSampling.runExists(runTag, deal.writeCount)
                 || position >= DporSampling.runSize(runTag, deal.numBlocks)
@@ -54,7 +61,7 @@ abstract contract Disputes is EpochProofs {
         Dispute storage q = _disputes[disputeId];
         q.dealId = dealId;
         q.challenger = msg.sender;
-        q.deadline = uint64(block.number + disputeWindow);
+        q.deadline = uint64(block.timestamp + answerSeconds); // answerSeconds ≤ 365 days: no wrap
         q.state = DisputeState.Open;
         q.runTag = runTag;
         q.position = position;
@@ -82,17 +89,17 @@ abstract contract Disputes is EpochProofs {
     /// @notice Answers an open dispute with the named sample's proof against the digest
     ///         the dispute stored (its preimage `d`, which may be older than the deal's
     ///         latest). The challenger's bond is credited to the provider.
-    /// @dev Anyone (normally the provider), until the dispute's deadline (inclusive).
+    /// @dev Anyone (normally the provider), until the dispute's deadline (a timestamp, inclusive).
     function answerDispute(uint256 disputeId, Digest calldata d, SampleProof calldata proof) external {
+        _onlyHome();
         Dispute storage q = _openDispute(disputeId);
-        if (block.number > q.deadline) revert DeadlinePassed();
+        if (block.timestamp > q.deadline) revert DeadlinePassed();
         if (_digestHashOf(d) != q.digestHash) revert DigestMismatch();
         if (proof.runTag != q.runTag || proof.position != q.position || proof.chunkIndex != q.chunkIndex) {
             revert WrongSample();
         }
         Deal storage deal = _deals[q.dealId];
-        uint256 chunks = DporSampling.chunkCount(DporSampling.codedBlockBytes(deal.blockSize));
-        if (!DporDigest.verifySample(d, proof, chunks, DporSampling.ceilLog2(chunks))) revert InvalidProof();
+        if (!verifier.verifySample(d, proof, deal.blockSize)) revert InvalidProof();
         q.state = DisputeState.Answered;
         deal.openDisputes -= 1;
         uint128 bond = q.bond;
@@ -105,13 +112,14 @@ abstract contract Disputes is EpochProofs {
     ///         to the challenger, the rest to the owner. Enough faults terminate the deal.
     /// @dev Anyone; once per dispute (a second call reverts {DisputeNotOpen}).
     function slash(uint256 disputeId) external {
+        _onlyHome();
         Dispute storage q = _openDispute(disputeId);
-        if (block.number <= q.deadline) revert DeadlineNotPassed();
+        if (block.timestamp <= q.deadline) revert DeadlineNotPassed();
         q.state = DisputeState.Slashed;
         uint256 dealId = q.dealId;
         Deal storage deal = _deals[dealId];
         deal.openDisputes -= 1;
-        uint128 amount = _fault(deal);
+        uint128 amount = _fault(deal, 1);
         uint128 toChallenger = uint128((uint256(amount) * challengerShareBps) / 10_000);
         uint128 toOwner = amount - toChallenger;
         emit DisputeSlashed(disputeId, dealId, toChallenger, toOwner);

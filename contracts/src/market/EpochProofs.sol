@@ -2,99 +2,126 @@
 pragma solidity ^0.8.24;
 
 import {DigestRegistry} from "./DigestRegistry.sol";
-import {Digest, SampleProof} from "../lib/DporTypes.sol";
-import {DporDigest} from "../lib/DporDigest.sol";
+import {Digest, BlockProof, DigestRecord} from "../lib/DporTypes.sol";
 import {DporSampling} from "../lib/DporSampling.sol";
 
 /// @title EpochProofs
-/// @notice Epoch seeds, the per-epoch sample proofs (docs/ENCODING.md §8) and missed epochs.
+/// @notice Global epoch seeds (beacon or dev mode), per-epoch whole-block proofs
+///         (docs/ENCODING.md §8) bound to the digest in force at the epoch's start, and
+///         missed epochs (docs/CONTRACTS.md §5).
 abstract contract EpochProofs is DigestRegistry {
-    /// @notice Proves epoch `epoch` of deal `dealId`: the K samples the epoch seed and the
-    ///         deal's current digest pick, each a 128-byte chunk with its chunk path and run
-    ///         path, checked against the run roots of `d` (the current digest's preimage).
-    ///         Credits the provider one epoch of payment.
-    /// @dev Anyone may submit (the payment goes to the provider). Only while the deal is
-    ///      Active and a digest was posted, in blocks (s_e, s_e + epochBlocks], once per epoch.
+    /// @notice Proves epoch `epoch` of deal `dealId` with K whole coded blocks (finding 3)
+    ///         against the digest in force at the epoch's start (finding 2): `d` is its
+    ///         preimage, whatever was posted since. Credits the provider one epoch of payment.
+    /// @dev Anyone may submit (the payment goes to the provider). Deal Active;
+    ///      start_e ≤ now < start_e + epochSeconds ({EpochNotStarted}, {EpochClosed});
+    ///      digest `d.version` posted strictly before start_e and no later digest posted
+    ///      before start_e ({DigestNotInForce}); hash(d) equal to its record
+    ///      ({DigestMismatch}); the global seed available ({SeedUnavailable}); exactly K
+    ///      proofs ({WrongSampleCount}) naming the derived samples ({WrongSample}) that
+    ///      verify ({InvalidProof}); epoch unsettled ({EpochSettled}).
     /// @param dealId The deal.
-    /// @param epoch The epoch (0-based).
-    /// @param d Preimage of the deal's current digest.
-    /// @param proofs One sample proof per j = 0..K-1, in order.
-    function submitEpochProof(uint256 dealId, uint64 epoch, Digest calldata d, SampleProof[] calldata proofs)
+    /// @param epoch The deal epoch (0-based).
+    /// @param d Preimage of the digest in force for the epoch.
+    /// @param proofs One whole-block proof per j = 0..K-1, in order.
+    function submitEpochProof(uint256 dealId, uint64 epoch, Digest calldata d, BlockProof[] calldata proofs)
         external
     {
         Deal storage deal = _activeDeal(dealId);
-        bytes32 dh = deal.digestHash;
-        if (dh == bytes32(0)) revert NoDigest();
-        (uint256 seedBlock, uint256 deadline) = _window(deal, epoch);
-        if (block.number <= seedBlock) revert EpochNotStarted();
-        if (block.number > deadline) revert EpochClosed();
-        _settleEpoch(dealId, epoch, EpochStatus.Proven);
-        if (_digestHashOf(d) != dh) revert DigestMismatch();
-        if (proofs.length != deal.samplesPerEpoch) revert WrongSampleCount();
-        _verifyEpochSamples(_touchSeed(dealId, epoch, seedBlock), dh, d, proofs, deal.blockSize);
+        (uint256 start, uint256 deadline) = _window(deal, epoch);
+        if (block.timestamp < start) revert EpochNotStarted();
+        if (block.timestamp >= deadline) revert EpochClosed();
+        if (d.dealId != dealId) revert DigestMismatch();
+        bytes32 dh = _checkInForce(dealId, d, start);
+        bytes32 seed = _sampleSeed(_touchGlobalSeed(uint64(deal.startEpoch + epoch)), dealId, epoch);
+        _settleEpoch(dealId, deal, epoch, EpochStatus.Proven);
+        verifier.verifyEpoch(seed, dh, d, proofs, deal.samplesPerEpoch, deal.blockSize);
         uint128 pay = deal.pricePerEpoch < deal.escrow ? deal.pricePerEpoch : deal.escrow;
         deal.escrow -= pay;
-        emit EpochProven(dealId, epoch, deal.digestVersion, pay);
+        emit EpochProven(dealId, epoch, d.version, pay);
         _credit(deal.provider, pay);
     }
 
-    /// @notice Marks epoch `epoch` of deal `dealId` missed after its deadline: the epoch's
-    ///         escrow is credited back to the owner and, if a digest had been posted, one
-    ///         fault is slashed from the collateral to the owner. Enough faults terminate the deal.
-    /// @dev Anyone; only for an Active deal, an unsettled epoch, after its deadline.
+    /// @notice Marks epoch `epoch` of deal `dealId` missed once its deadline has passed:
+    ///         the epoch's escrow is credited back to the owner and, only if a digest was
+    ///         in force at the epoch's start (finding 1), one fault is slashed from the
+    ///         collateral to the owner. Enough faults terminate the deal.
+    /// @dev Anyone; only for an Active deal, an unsettled epoch, now ≥ start_e + epochSeconds.
     function markMissed(uint256 dealId, uint64 epoch) external {
         Deal storage deal = _activeDeal(dealId);
         (, uint256 deadline) = _window(deal, epoch);
-        if (block.number <= deadline) revert EpochNotOver();
-        _settleEpoch(dealId, epoch, EpochStatus.Missed);
+        if (block.timestamp < deadline) revert EpochNotOver();
+        bool fault = _settleEpoch(dealId, deal, epoch, EpochStatus.Missed);
         uint128 refund = deal.pricePerEpoch < deal.escrow ? deal.pricePerEpoch : deal.escrow;
         deal.escrow -= refund;
-        uint128 slashed;
-        if (deal.digestHash != bytes32(0)) slashed = _fault(deal);
+        uint128 slashed = fault ? _fault(deal, 1) : 0;
         emit EpochMissed(dealId, epoch, refund, slashed);
         _credit(deal.owner, uint256(refund) + slashed);
         _maybeTerminate(dealId, deal);
     }
 
-    /// @notice Stores (if not yet stored) and returns the seed of an epoch that has started.
-    /// @dev Anyone. See docs/CONTRACTS.md for the rule after 256 blocks.
+    /// @notice Stores (if not yet stored) and returns the seed of global epoch `g`
+    ///         (beacon: randomness of round roundAt(genesis + g·P); dev mode: a blockhash
+    ///         once that time has passed). Anyone.
+    function recordSeed(uint64 g) external returns (bytes32) {
+        return _touchGlobalSeed(g);
+    }
+
+    /// @notice Stores the global seed of deal epoch `epoch` if needed and returns the
+    ///         deal's sample seed S = keccak256(abi.encode(seed(G), dealId, epoch)). Anyone.
     function touchSeed(uint256 dealId, uint64 epoch) external returns (bytes32) {
         Deal storage deal = _deal(dealId);
         if (deal.acceptedAt == 0) revert WrongDealState();
-        (uint256 seedBlock,) = _window(deal, epoch);
-        return _touchSeed(dealId, epoch, seedBlock);
+        _window(deal, epoch);
+        return _sampleSeed(_touchGlobalSeed(uint64(deal.startEpoch + epoch)), dealId, epoch);
     }
 
-    /// @notice The seed of an epoch: the stored one, else what {touchSeed} would store now.
-    function peekSeed(uint256 dealId, uint64 epoch) public view returns (bytes32 seed) {
-        seed = epochSeeds[dealId][epoch];
-        if (seed != bytes32(0)) return seed;
+    /// @notice The sample seed S of a deal epoch: from the stored global seed, else what
+    ///         {touchSeed} would store now (reverts {SeedUnavailable} / {EpochNotStarted}).
+    function peekSeed(uint256 dealId, uint64 epoch) public view returns (bytes32) {
         Deal storage deal = _deal(dealId);
         if (deal.acceptedAt == 0) revert WrongDealState();
-        (uint256 seedBlock,) = _window(deal, epoch);
-        (seed,) = _computeSeed(dealId, epoch, seedBlock);
+        _window(deal, epoch);
+        (bytes32 g,) = _peekGlobalSeed(uint64(deal.startEpoch + epoch));
+        return _sampleSeed(g, dealId, epoch);
     }
 
-    /// @notice Sample j of an epoch against the deal's current digest (for provers).
+    /// @notice The digest in force for a deal epoch: the last one posted strictly before
+    ///         the epoch's start (version 0 and zero hash if none). Anyone (view).
+    function digestInForce(uint256 dealId, uint64 epoch)
+        external
+        view
+        returns (uint64 version, bytes32 hash, uint64 writeCount)
+    {
+        Deal storage deal = _deal(dealId);
+        if (deal.acceptedAt == 0) revert WrongDealState();
+        (uint256 start,) = _window(deal, epoch);
+        DigestRecord storage rec;
+        (version, rec) = _inForce(dealId, deal, start);
+        if (version != 0) return (version, rec.digestHash, rec.writeCount);
+    }
+
+    /// @notice Sample j of an epoch against the digest in force for it (for provers).
     /// @return runTag Run tag (0 = C, ℓ+1 = level ℓ).
-    /// @return position Position in the run.
-    /// @return chunkIndex Chunk of the coded block.
+    /// @return position Position in the run (the whole coded block there is proven).
     function epochSample(uint256 dealId, uint64 epoch, uint256 j)
         external
         view
-        returns (uint8 runTag, uint64 position, uint32 chunkIndex)
+        returns (uint8 runTag, uint64 position)
     {
         Deal storage deal = _deal(dealId);
-        if (deal.digestHash == bytes32(0)) revert NoDigest();
+        if (deal.acceptedAt == 0) revert WrongDealState();
+        (uint256 start,) = _window(deal, epoch);
+        (uint64 v, DigestRecord storage rec) = _inForce(dealId, deal, start);
+        if (v == 0) revert NoDigest();
         bytes32 seed = peekSeed(dealId, epoch);
-        uint256 chunks = DporSampling.chunkCount(DporSampling.codedBlockBytes(deal.blockSize));
-        (uint256 t, uint256 p, uint256 c) =
-            DporSampling.epochSample(seed, deal.digestHash, j, deal.numBlocks, deal.writeCount, chunks);
-        return (uint8(t), uint64(p), uint32(c));
+        (uint256 t, uint256 p) = DporSampling.epochSample(seed, rec.digestHash, j, deal.numBlocks, rec.writeCount);
+        return (uint8(t), uint64(p));
     }
 
-    /// @notice Window of an epoch: its seed block s_e and its deadline s_e + epochBlocks.
-    function epochWindow(uint256 dealId, uint64 epoch) external view returns (uint256 seedBlock, uint256 deadline) {
+    /// @notice Window of a deal epoch: proofs in [start, deadline), markMissed from
+    ///         `deadline` = start + epochSeconds (block timestamps).
+    function epochWindow(uint256 dealId, uint64 epoch) external view returns (uint256 start, uint256 deadline) {
         return _window(_deal(dealId), epoch);
     }
 
@@ -103,21 +130,14 @@ abstract contract EpochProofs is DigestRegistry {
         return _epochStatus(dealId, epoch);
     }
 
-    function _verifyEpochSamples(
-        bytes32 seed,
-        bytes32 dh,
-        Digest calldata d,
-        SampleProof[] calldata proofs,
-        uint256 blockSize
-    ) private pure {
-        uint256 chunks = DporSampling.chunkCount(DporSampling.codedBlockBytes(blockSize));
-        uint256 depth = DporSampling.ceilLog2(chunks);
-        for (uint256 j; j < proofs.length; ++j) {
-            SampleProof calldata p = proofs[j];
-            (uint256 tag, uint256 pos, uint256 ci) =
-                DporSampling.epochSample(seed, dh, j, d.numBlocks, d.writeCount, chunks);
-            if (p.runTag != tag || p.position != pos || p.chunkIndex != ci) revert WrongSample();
-            if (!DporDigest.verifySample(d, p, chunks, depth)) revert InvalidProof();
-        }
+    /// @dev Checks `d` is the digest in force at `start` and returns its hash.
+    function _checkInForce(uint256 dealId, Digest calldata d, uint256 start) private view returns (bytes32 dh) {
+        DigestRecord storage rec = _digests[dealId][d.version];
+        uint64 postedAt = rec.postedAt;
+        if (postedAt == 0 || postedAt >= start) revert DigestNotInForce();
+        uint64 next = rec.nextVersion;
+        if (next != 0 && _digests[dealId][next].postedAt < start) revert DigestNotInForce();
+        dh = rec.digestHash;
+        if (_digestHashOf(d) != dh) revert DigestMismatch();
     }
 }

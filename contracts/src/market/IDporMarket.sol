@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.24;
 
-import {Digest} from "../lib/DporTypes.sol";
+import {Digest, SampleProof, BlockProof, DigestRecord} from "../lib/DporTypes.sol";
+import {IRandomnessBeacon} from "./IRandomnessBeacon.sol";
 
 /// @title IDporMarket
-/// @notice Types, custom errors and events of the dpor market (docs/CONTRACTS.md).
+/// @notice Types, custom errors and events of the dpor market (docs/CONTRACTS.md); the
+///         functions are in {IDporMarketFull} below.
 interface IDporMarket {
     // ---------------------------------------------------------------- types
 
@@ -21,7 +23,8 @@ interface IDporMarket {
     }
 
     /// @notice Outcome of an epoch: not settled yet, proven (provider paid) or missed
-    ///         (owner refunded, provider slashed when a digest existed).
+    ///         (owner refunded; the provider is slashed one fault only if a digest was in
+    ///         force at the epoch's start, see {EpochMissed}).
     enum EpochStatus {
         None,
         Proven,
@@ -48,9 +51,13 @@ interface IDporMarket {
         string[] multiaddrs;
     }
 
+    /// @notice A deal. Times are block timestamps (seconds); epochs are on the market's
+    ///         global grid (docs/CONTRACTS.md §2): deal epoch e is global epoch
+    ///         startEpoch + e, it starts at genesis + (startEpoch + e)·epochSeconds.
     struct Deal {
         // slot 0
         address owner;
+        /// Epochs of the term; {requestExit} may lower it (never raise it).
         uint32 numEpochs;
         uint32 blockSize;
         uint16 lambda;
@@ -58,14 +65,20 @@ interface IDporMarket {
         DealState state;
         // slot 1
         address provider;
+        /// block.timestamp of acceptDeal (0 while Open).
         uint64 acceptedAt;
         uint16 failures;
         uint16 openDisputes;
         // slot 2
         uint64 numBlocks;
+        /// Latest posted digest version (0 = none yet).
         uint64 digestVersion;
+        /// Write count of the latest posted digest.
         uint64 writeCount;
+        /// Global epoch of deal epoch 0: ⌊(acceptedAt − genesis)/epochSeconds⌋ + 1.
+        uint64 startEpoch;
         // slot 3
+        /// Hash of the latest posted digest.
         bytes32 digestHash;
         // slot 4
         uint128 pricePerEpoch;
@@ -73,6 +86,15 @@ interface IDporMarket {
         // slot 5
         uint128 collateral;
         uint128 slashPerFault;
+        // slot 6
+        /// block.timestamp of the first digest (0 = none yet). Epochs starting after it
+        /// have a digest in force and can be faults.
+        uint64 firstDigestAt;
+        /// Epochs settled (proven or missed) that had a digest in force; closeDeal
+        /// faults the rest of the faultable epochs.
+        uint32 settledWithDigest;
+        /// Epochs of the term at opening (before any exit).
+        uint32 termEpochs;
     }
 
     struct AuditRecord {
@@ -89,6 +111,7 @@ interface IDporMarket {
         uint256 dealId;
         // slot 1
         address challenger;
+        /// Answer deadline, a block timestamp (inclusive).
         uint64 deadline;
         DisputeState state;
         uint8 runTag;
@@ -104,6 +127,10 @@ interface IDporMarket {
     // ---------------------------------------------------------------- errors
 
     error InvalidParameter();
+    /// A function of the extension was called directly instead of through the market.
+    error WrongContext();
+    /// A constructor parameter is below its floor (docs/CONTRACTS.md §1).
+    error BelowFloor();
     error ZeroAmount();
     error AlreadyRegistered();
     error NotRegistered();
@@ -113,11 +140,23 @@ interface IDporMarket {
     error CapacityExceeded();
     error NumBlocksNotPowerOfTwo();
     error PriceBelowAsk();
+    /// The provider's collateral per block is below the owner's minimum (finding 8).
+    error CollateralBelowMin();
+    /// A token transfer moved a different amount than asked (fee-on-transfer token).
+    error UnsupportedToken();
+    /// Only the deal's owner or provider.
+    error NotDealParty();
     error UnknownDeal();
     error NotDealOwner();
     error NotDealProvider();
     error WrongDealState();
     error DealNotOver();
+    /// A digest was posted: exitBeforeUpload no longer applies.
+    error DigestExists();
+    /// The upload deadline (acceptedAt + uploadSeconds) has not passed.
+    error UploadNotOver();
+    /// Disputes are closed: the deal's last deadline + graceSeconds has passed.
+    error DisputePeriodOver();
     error DisputesOpen();
     error StaleVersion();
     error WrongNumBlocks();
@@ -127,6 +166,13 @@ interface IDporMarket {
     error BadProviderSignature();
     error NoDigest();
     error DigestMismatch();
+    /// The digest given is not the one in force for the epoch (the last one posted
+    /// strictly before the epoch's start).
+    error DigestNotInForce();
+    /// The beacon has not recorded the round of a global epoch's start yet.
+    error SeedUnavailable(uint64 round);
+    /// An epoch proof's coded block is not exactly 8·(1 + ⌈β/7⌉) bytes.
+    error WrongBlockLength();
     error EpochOutOfRange();
     error EpochNotStarted();
     error EpochClosed();
@@ -176,12 +222,30 @@ interface IDporMarket {
         uint128 collateral
     );
     event DealCancelled(uint256 indexed dealId, uint128 refund);
-    event DealAccepted(uint256 indexed dealId, uint64 acceptedAt, uint128 collateral);
-    event DealClosed(uint256 indexed dealId, uint128 escrowRefund, uint128 collateralReturned);
+    /// @notice `startEpoch` is the global epoch of deal epoch 0.
+    event DealAccepted(uint256 indexed dealId, uint64 acceptedAt, uint64 startEpoch, uint128 collateral);
+    /// @notice A deal ended by closeDeal or exitBeforeUpload. `faultedEpochs` epochs that
+    ///         had a digest in force were never settled and were faulted now, `slashed`
+    ///         going to the owner. If those faults terminate the deal, this event carries
+    ///         escrowRefund = collateralReturned = 0 and is followed by {DealTerminated}
+    ///         with the escrow and collateral credited to the owner (each amount appears
+    ///         in exactly one event).
+    event DealClosed(
+        uint256 indexed dealId,
+        uint32 faultedEpochs,
+        uint128 slashed,
+        uint128 escrowRefund,
+        uint128 collateralReturned
+    );
+    /// @notice A party asked to end the deal early: the term is now `numEpochs` epochs.
+    event ExitRequested(uint256 indexed dealId, address indexed by, uint32 numEpochs);
     event DealTerminated(uint256 indexed dealId, uint16 failures, uint128 escrowRefund, uint128 collateralToOwner);
     /// @notice The whole digest preimage, so auditors can read every root from logs.
     event DigestPosted(uint256 indexed dealId, uint64 indexed version, bytes32 digestHash, Digest digest);
-    event EpochSeeded(uint256 indexed dealId, uint64 indexed epoch, uint256 sourceBlock, bytes32 seed);
+    /// @notice The seed of global epoch `globalEpoch` was stored: from beacon round
+    ///         `round`, or, if `dev` (no beacon; local development only, grindable), from
+    ///         blockhash(block.number − 1) of the first touch (round = 0).
+    event SeedRecorded(uint64 indexed globalEpoch, uint64 round, bytes32 seed, bool dev);
     event EpochProven(uint256 indexed dealId, uint64 indexed epoch, uint64 version, uint128 payment);
     event EpochMissed(uint256 indexed dealId, uint64 indexed epoch, uint128 refund, uint128 slashed);
     event AuditRecorded(
@@ -210,4 +274,200 @@ interface IDporMarket {
     event DisputeSlashed(uint256 indexed disputeId, uint256 indexed dealId, uint128 toChallenger, uint128 toOwner);
     event Credited(address indexed account, uint256 amount);
     event Withdrawn(address indexed account, uint256 amount);
+}
+
+/// @title IDporMarketFull
+/// @notice The whole ABI of a deployed {DporMarket} (the market's own functions and
+///         those its fallback delegates to {DporMarketExt}); chain/abi/DporMarket.json is
+///         generated from it (script/gen-abi checks it matches the two contracts).
+///         Semantics: docs/CONTRACTS.md §3 and the implementations' NatSpec.
+interface IDporMarketFull is IDporMarket {
+    // ------------------------------------------------------------ from OpenZeppelin bases
+    // (declared here so the generated ABI decodes every revert and event of the market)
+    error ReentrancyGuardReentrantCall();
+    error SafeERC20FailedOperation(address token);
+    error InvalidShortString();
+    error StringTooLong(string str);
+    /// ERC-5267.
+    event EIP712DomainChanged();
+
+    // ------------------------------------------------------------ parameters
+    /// @notice The ERC-20 of escrow, collateral, stakes and bonds.
+    function token() external view returns (address);
+    /// @notice The randomness beacon; address(0) in dev mode.
+    function beacon() external view returns (IRandomnessBeacon);
+    /// @notice The DporVerifier the market created.
+    function verifier() external view returns (address);
+    /// @notice The DporMarketExt the market delegates provider, audit and dispute calls to.
+    function extension() external view returns (address);
+    /// @notice T0, origin of the epoch grid (deployment timestamp).
+    function genesis() external view returns (uint64);
+    /// @notice P, seconds per epoch and per proof window.
+    function epochSeconds() external view returns (uint64);
+    /// @notice Seconds a provider has to answer a dispute.
+    function answerSeconds() external view returns (uint64);
+    /// @notice Seconds after the last deadline during which disputes may be opened.
+    function graceSeconds() external view returns (uint64);
+    /// @notice Seconds after acceptance after which a deal with no digest may be exited.
+    function uploadSeconds() external view returns (uint64);
+    /// @notice Epochs of notice of requestExit after the current epoch.
+    function exitNoticeEpochs() external view returns (uint32);
+    /// @notice Bond per dispute.
+    function disputeBond() external view returns (uint128);
+    /// @notice Challenger share of a dispute slash (basis points).
+    function challengerShareBps() external view returns (uint16);
+    /// @notice Faults that terminate a deal.
+    function maxFailures() external view returns (uint16);
+    /// @notice Stake needed to accept deals.
+    function minStake() external view returns (uint256);
+    /// @notice True in dev mode (blockhash seeds: grindable, local only).
+    function devSeeds() external view returns (bool);
+    /// @notice Floor of epochSeconds (6 h).
+    function MIN_EPOCH_SECONDS() external view returns (uint64);
+    /// @notice Floor of answerSeconds (15 h).
+    function MIN_ANSWER_SECONDS() external view returns (uint64);
+    /// @notice Floor of graceSeconds and uploadSeconds (1 day).
+    function MIN_GRACE_SECONDS() external view returns (uint64);
+    /// @notice Ceiling of every duration (365 days).
+    function MAX_SECONDS() external view returns (uint64);
+    /// @notice Floor of maxFailures (3).
+    function MIN_MAX_FAILURES() external view returns (uint16);
+
+    // ------------------------------------------------------------ ledger
+    /// @notice Tokens `account` may pull with withdraw.
+    function owed(address account) external view returns (uint256);
+    /// @notice Pays the caller everything it is owed.
+    function withdraw() external returns (uint256 amount);
+
+    // ------------------------------------------------------------ providers (extension)
+    /// @notice Registers the caller as a provider with a stake (extension).
+    function register(
+        bytes calldata peerId,
+        string[] calldata multiaddrs,
+        uint128 pricePerBlockEpoch,
+        uint128 collateralPerBlock,
+        uint64 capacityBlocks,
+        uint256 stake
+    ) external;
+    /// @notice Updates the caller's provider record (extension).
+    function updateProvider(
+        bytes calldata peerId,
+        string[] calldata multiaddrs,
+        uint128 pricePerBlockEpoch,
+        uint128 collateralPerBlock,
+        uint64 capacityBlocks
+    ) external;
+    /// @notice Adds to the caller's stake (extension).
+    function addStake(uint256 amount) external;
+    /// @notice Withdraws stake with no active deal (extension).
+    function withdrawStake(uint256 amount) external;
+    /// @notice The provider record (extension).
+    function getProvider(address provider) external view returns (Provider memory);
+
+    // ------------------------------------------------------------ deals
+    /// @notice Deals opened; ids are 1..dealCount.
+    function dealCount() external view returns (uint256);
+    /// @notice Opens a deal; escrow pulled; reverts PriceBelowAsk / CollateralBelowMin.
+    function openDeal(
+        address provider,
+        uint64 numBlocks,
+        uint32 blockSize,
+        uint16 lambda,
+        uint8 samplesPerEpoch,
+        uint32 numEpochs,
+        uint128 pricePerBlockEpoch,
+        uint128 minCollateralPerBlock
+    ) external returns (uint256 dealId);
+    /// @notice Cancels an Open deal (owner).
+    function cancelDeal(uint256 dealId) external;
+    /// @notice Accepts an Open deal, collateral pulled (provider).
+    function acceptDeal(uint256 dealId) external;
+    /// @notice Shortens the term to the current epoch + 1 + exitNoticeEpochs (owner or provider).
+    function requestExit(uint256 dealId) external;
+    /// @notice Closes a deal with no digest after uploadSeconds (owner or provider).
+    function exitBeforeUpload(uint256 dealId) external;
+    /// @notice Closes after the last deadline + grace, faulting unsettled epochs with a digest in force.
+    function closeDeal(uint256 dealId) external;
+    /// @notice The deal (state None if unknown).
+    function getDeal(uint256 dealId) external view returns (Deal memory);
+
+    // ------------------------------------------------------------ digests
+    /// @notice Posts a digest signed by owner and provider (ECDSA or ERC-1271).
+    function postDigest(Digest calldata d, bytes calldata ownerSig, bytes calldata providerSig) external;
+    /// @notice The EIP-712 hash both parties sign.
+    function digestHash(Digest calldata d) external view returns (bytes32);
+    /// @notice The EIP-712 domain separator.
+    function domainSeparator() external view returns (bytes32);
+    /// ERC-5267 (OpenZeppelin EIP712).
+    function eip712Domain()
+        external
+        view
+        returns (
+            bytes1 fields,
+            string memory name,
+            string memory version,
+            uint256 chainId,
+            address verifyingContract,
+            bytes32 salt,
+            uint256[] memory extensions
+        );
+    /// @notice The stored record of a digest version.
+    function getDigestRecord(uint256 dealId, uint64 version) external view returns (DigestRecord memory);
+    /// @notice The digest in force for a deal epoch (last posted strictly before its start).
+    function digestInForce(uint256 dealId, uint64 epoch)
+        external
+        view
+        returns (uint64 version, bytes32 hash, uint64 writeCount);
+
+    // ------------------------------------------------------------ epochs and seeds
+    /// @notice Proves a deal epoch with K whole coded blocks against the digest in force.
+    function submitEpochProof(uint256 dealId, uint64 epoch, Digest calldata d, BlockProof[] calldata proofs)
+        external;
+    /// @notice Settles an unproven epoch after its deadline (a fault only with a digest in force).
+    function markMissed(uint256 dealId, uint64 epoch) external;
+    /// @notice Stored seed of a global epoch (0 if not stored).
+    function globalSeeds(uint64 globalEpoch) external view returns (bytes32);
+    /// @notice Stores and returns the seed of a global epoch.
+    function recordSeed(uint64 globalEpoch) external returns (bytes32);
+    /// @notice Stores the global seed if needed; returns the deal epoch's sample seed.
+    function touchSeed(uint256 dealId, uint64 epoch) external returns (bytes32);
+    /// @notice The sample seed of a deal epoch without storing.
+    function peekSeed(uint256 dealId, uint64 epoch) external view returns (bytes32);
+    /// @notice Sample j of a deal epoch: (run tag, position).
+    function epochSample(uint256 dealId, uint64 epoch, uint256 j)
+        external
+        view
+        returns (uint8 runTag, uint64 position);
+    /// @notice Start and deadline (timestamps) of a deal epoch.
+    function epochWindow(uint256 dealId, uint64 epoch) external view returns (uint256 start, uint256 deadline);
+    /// @notice Settlement of a deal epoch.
+    function epochStatus(uint256 dealId, uint64 epoch) external view returns (EpochStatus);
+
+    // ------------------------------------------------------------ audits and disputes (extension)
+    /// @notice Audit records; ids are 1..auditCount.
+    function auditCount() external view returns (uint256);
+    /// @notice Disputes; ids are 1..disputeCount.
+    function disputeCount() external view returns (uint256);
+    /// @notice Records an audit outcome, no economic effect (extension).
+    function recordAudit(uint256 dealId, uint64 epoch, uint64 version, bool passed, bytes32 transcriptHash)
+        external
+        returns (uint256 auditId);
+    /// @notice Opens a dispute on one chunk of the latest digest, bond pulled (extension).
+    function openDispute(
+        uint256 dealId,
+        uint64 epoch,
+        uint64 version,
+        bytes32 transcriptHash,
+        uint8 runTag,
+        uint64 position,
+        uint32 chunkIndex
+    ) external returns (uint256 disputeId);
+    /// @notice Answers a dispute with the chunk proof (extension).
+    function answerDispute(uint256 disputeId, Digest calldata d, SampleProof calldata proof) external;
+    /// @notice Slashes an unanswered dispute after its deadline (extension).
+    function slash(uint256 disputeId) external;
+    /// @notice The dispute (extension).
+    function getDispute(uint256 disputeId) external view returns (Dispute memory);
+    /// @notice The audit record (extension).
+    function getAudit(uint256 auditId) external view returns (AuditRecord memory);
 }

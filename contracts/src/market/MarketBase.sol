@@ -4,19 +4,55 @@ pragma solidity ^0.8.24;
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol";
+import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
 import {IDporMarket} from "./IDporMarket.sol";
+import {IRandomnessBeacon} from "./IRandomnessBeacon.sol";
+import {DporVerifier} from "./DporVerifier.sol";
+import {Digest, DigestRecord, MarketParams} from "../lib/DporTypes.sol";
+import {DporDigest} from "../lib/DporDigest.sol";
 
 /// @title MarketBase
-/// @notice Storage, parameters and the pull-payment ledger shared by the market's parts.
-abstract contract MarketBase is IDporMarket, ReentrancyGuard {
+/// @notice Storage, parameters, the epoch grid, seeds, settlement and the pull-payment
+///         ledger shared by the market's parts (docs/CONTRACTS.md §1, §2, §5). Both
+///         {DporMarket} and {DporMarketExt} (reached by delegatecall from the market's
+///         fallback) derive from it, so they share one storage layout; no other
+///         contract in either hierarchy declares state variables.
+abstract contract MarketBase is IDporMarket, ReentrancyGuard, EIP712 {
     using SafeERC20 for IERC20;
 
-    /// @notice The ERC-20 used for escrow, collateral, stakes and bonds.
+    /// @notice Floor of `epochSeconds` (6 h; docs/CONTRACTS.md §1: Sia's proof window is 144 blocks ≈ 24 h).
+    uint64 public constant MIN_EPOCH_SECONDS = 6 hours;
+    /// @notice Floor of `answerSeconds` (15 h = Filecoin's 1800-epoch dispute window of 30-s epochs).
+    uint64 public constant MIN_ANSWER_SECONDS = 15 hours;
+    /// @notice Floor of `graceSeconds` and `uploadSeconds` (1 day).
+    uint64 public constant MIN_GRACE_SECONDS = 1 days;
+    /// @notice Ceiling of every duration parameter (365 days), so no deadline can wrap a uint64.
+    uint64 public constant MAX_SECONDS = 365 days;
+    /// @notice Floor of `maxFailures`.
+    uint16 public constant MIN_MAX_FAILURES = 3;
+
+    /// @notice The ERC-20 used for escrow, collateral, stakes and bonds (a plain token:
+    ///         fee-on-transfer tokens are rejected by a balance-delta check on every pull).
     IERC20 public immutable token;
-    /// @notice L1 blocks per epoch (1..256, so a proof window fits the blockhash window).
-    uint64 public immutable epochBlocks;
-    /// @notice Blocks the provider has to answer a dispute.
-    uint64 public immutable disputeWindow;
+    /// @notice The randomness beacon; address(0) = dev mode (blockhash seeds, grindable, local only).
+    IRandomnessBeacon public immutable beacon;
+    /// @notice The proof checker the market deployed in its constructor.
+    DporVerifier public immutable verifier;
+    /// @dev The market's address: code of this hierarchy runs only in its context
+    ///      ({DporMarketExt} refuses direct calls, see {_onlyHome}).
+    address internal immutable _home;
+    /// @notice T0, origin of the epoch grid: the deployment block's timestamp.
+    uint64 public immutable genesis;
+    /// @notice P, seconds per epoch; global epoch G covers [T0 + G·P, T0 + (G+1)·P).
+    uint64 public immutable epochSeconds;
+    /// @notice Seconds a provider has to answer a dispute.
+    uint64 public immutable answerSeconds;
+    /// @notice Seconds after a deal's last deadline during which disputes may still be opened.
+    uint64 public immutable graceSeconds;
+    /// @notice Seconds after acceptance after which a deal with no digest may be exited.
+    uint64 public immutable uploadSeconds;
+    /// @notice Epochs of notice of an exit, after the current epoch.
+    uint32 public immutable exitNoticeEpochs;
     /// @notice Bond a challenger locks when opening a dispute.
     uint128 public immutable disputeBond;
     /// @notice Share of a dispute slash paid to the challenger, in basis points.
@@ -32,8 +68,10 @@ abstract contract MarketBase is IDporMarket, ReentrancyGuard {
     uint256 public dealCount;
     /// @notice Tokens each account may pull with {withdraw}.
     mapping(address => uint256) public owed;
-    /// @notice Seed of (deal, epoch), stored on first touch (0 = not touched yet).
-    mapping(uint256 => mapping(uint256 => bytes32)) public epochSeeds;
+    /// @notice Seed of a global epoch, stored on first touch (0 = not stored yet); shared by all deals.
+    mapping(uint64 => bytes32) public globalSeeds;
+    /// @dev Per deal and version: the digest records (history kept for epoch binding).
+    mapping(uint256 => mapping(uint64 => DigestRecord)) internal _digests;
     /// @dev 2 bits of {EpochStatus} per epoch, 128 epochs per word.
     mapping(uint256 => mapping(uint256 => uint256)) internal _epochBits;
     mapping(uint256 => AuditRecord) internal _audits;
@@ -43,26 +81,35 @@ abstract contract MarketBase is IDporMarket, ReentrancyGuard {
     /// @notice Number of disputes; ids are 1..disputeCount.
     uint256 public disputeCount;
 
-    constructor(
-        IERC20 token_,
-        uint64 epochBlocks_,
-        uint64 disputeWindow_,
-        uint128 disputeBond_,
-        uint16 challengerShareBps_,
-        uint16 maxFailures_,
-        uint256 minStake_
-    ) {
+    /// @dev Reverts {InvalidParameter} on a zero token, a share above 100 % or a duration
+    ///      above {MAX_SECONDS}; {BelowFloor} on a parameter under its floor.
+    constructor(IERC20 token_, IRandomnessBeacon beacon_, MarketParams memory p, DporVerifier verifier_, address home_)
+        EIP712("dpor", "1")
+    {
+        if (address(token_) == address(0) || p.challengerShareBps > 10_000) revert InvalidParameter();
         if (
-            address(token_) == address(0) || epochBlocks_ == 0 || epochBlocks_ > 256 || disputeWindow_ == 0
-                || challengerShareBps_ > 10_000 || maxFailures_ == 0
+            p.epochSeconds > MAX_SECONDS || p.answerSeconds > MAX_SECONDS || p.graceSeconds > MAX_SECONDS
+                || p.uploadSeconds > MAX_SECONDS || p.exitNoticeEpochs > 1000
         ) revert InvalidParameter();
+        if (
+            p.epochSeconds < MIN_EPOCH_SECONDS || p.answerSeconds < MIN_ANSWER_SECONDS
+                || p.graceSeconds < MIN_GRACE_SECONDS || p.uploadSeconds < MIN_GRACE_SECONDS
+                || p.exitNoticeEpochs == 0 || p.maxFailures < MIN_MAX_FAILURES
+        ) revert BelowFloor();
         token = token_;
-        epochBlocks = epochBlocks_;
-        disputeWindow = disputeWindow_;
-        disputeBond = disputeBond_;
-        challengerShareBps = challengerShareBps_;
-        maxFailures = maxFailures_;
-        minStake = minStake_;
+        beacon = beacon_;
+        verifier = verifier_;
+        _home = home_;
+        genesis = uint64(block.timestamp);
+        epochSeconds = p.epochSeconds;
+        answerSeconds = p.answerSeconds;
+        graceSeconds = p.graceSeconds;
+        uploadSeconds = p.uploadSeconds;
+        exitNoticeEpochs = p.exitNoticeEpochs;
+        disputeBond = p.disputeBond;
+        challengerShareBps = p.challengerShareBps;
+        maxFailures = p.maxFailures;
+        minStake = p.minStake;
     }
 
     /// @notice Pays the caller everything it is owed (pull payment).
@@ -76,7 +123,24 @@ abstract contract MarketBase is IDporMarket, ReentrancyGuard {
         token.safeTransfer(msg.sender, amount);
     }
 
+    /// @notice True when seeds come from blockhash (no beacon): LOCAL DEVELOPMENT ONLY.
+    ///         Whoever touches a seed first and any block builder can re-roll it at will
+    ///         (no bound on bias); docs/CONTRACTS.md §5.
+    function devSeeds() external view returns (bool) {
+        return address(beacon) == address(0);
+    }
+
     // ------------------------------------------------------------ internals
+
+    /// @dev Reverts unless running in the market's context (no direct calls to the extension).
+    function _onlyHome() internal view {
+        if (address(this) != _home) revert WrongContext();
+    }
+
+    /// @dev EIP-712 hash of a digest preimage (ENCODING §5), checked against a stored hash.
+    function _digestHashOf(Digest calldata d) internal view returns (bytes32) {
+        return _hashTypedDataV4(DporDigest.structHash(d));
+    }
 
     function _credit(address account, uint256 amount) internal {
         if (amount == 0) return;
@@ -84,8 +148,12 @@ abstract contract MarketBase is IDporMarket, ReentrancyGuard {
         emit Credited(account, amount);
     }
 
+    /// @dev Pulls exactly `amount` (reverts {UnsupportedToken} if the balance moved by
+    ///      anything else: fee-on-transfer or rebasing-on-transfer tokens).
     function _pullTokens(address from, uint256 amount) internal {
+        uint256 before = token.balanceOf(address(this));
         token.safeTransferFrom(from, address(this), amount);
+        if (token.balanceOf(address(this)) - before != amount) revert UnsupportedToken();
     }
 
     function _pushTokens(address to, uint256 amount) internal {
@@ -109,11 +177,13 @@ abstract contract MarketBase is IDporMarket, ReentrancyGuard {
         p.activeDeals -= 1;
     }
 
-    /// @dev Counts a fault and takes the slash amount out of the deal's collateral.
-    function _fault(Deal storage d) internal returns (uint128 amount) {
-        amount = d.slashPerFault < d.collateral ? d.slashPerFault : d.collateral;
+    /// @dev Counts `n` faults and takes n slashes (at most the collateral left) out of the collateral.
+    function _fault(Deal storage d, uint256 n) internal returns (uint128 amount) {
+        uint256 want = uint256(d.slashPerFault) * n;
+        amount = want < d.collateral ? uint128(want) : d.collateral;
         d.collateral -= amount;
-        d.failures += 1;
+        uint256 f = uint256(d.failures) + n;
+        d.failures = f > type(uint16).max ? type(uint16).max : uint16(f);
     }
 
     /// @dev Empties a deal's escrow and collateral and releases its capacity; returns
@@ -136,46 +206,98 @@ abstract contract MarketBase is IDporMarket, ReentrancyGuard {
         _credit(d.owner, uint256(esc) + col);
     }
 
-    /// @dev Epoch e's seed block s_e = acceptedAt + e·epochBlocks; proofs are accepted
-    ///      in blocks (s_e, s_e + epochBlocks].
-    function _window(Deal storage d, uint256 epoch) internal view returns (uint256 seedBlock, uint256 deadline) {
+    /// @dev Start time of global epoch `g`: T0 + g·P.
+    function _globalStart(uint256 g) internal view returns (uint256) {
+        return uint256(genesis) + g * epochSeconds;
+    }
+
+    /// @dev Deal epoch e is global epoch startEpoch + e; proofs are accepted in
+    ///      [start, start + P), it can be marked missed from `deadline` = start + P on.
+    function _window(Deal storage d, uint256 epoch) internal view returns (uint256 start, uint256 deadline) {
         if (epoch >= d.numEpochs) revert EpochOutOfRange();
-        seedBlock = uint256(d.acceptedAt) + epoch * epochBlocks;
-        deadline = seedBlock + epochBlocks;
+        start = _globalStart(uint256(d.startEpoch) + epoch);
+        deadline = start + epochSeconds;
+    }
+
+    /// @dev The deadline of the deal's last epoch (start of global epoch startEpoch + numEpochs).
+    function _lastDeadline(Deal storage d) internal view returns (uint256) {
+        return _globalStart(uint256(d.startEpoch) + d.numEpochs);
+    }
+
+    /// @dev First deal epoch with a digest in force (its start is after the first digest),
+    ///      or type(uint256).max while there is no digest.
+    function _firstFaultable(Deal storage d) internal view returns (uint256) {
+        uint256 t = d.firstDigestAt;
+        if (t == 0) return type(uint256).max;
+        return (t - genesis) / epochSeconds + 1 - d.startEpoch;
     }
 
     function _epochStatus(uint256 dealId, uint256 epoch) internal view returns (EpochStatus) {
         return EpochStatus((_epochBits[dealId][epoch >> 7] >> ((epoch & 127) * 2)) & 3);
     }
 
-    /// @dev Marks an unsettled epoch; reverts {EpochSettled} if already settled.
-    function _settleEpoch(uint256 dealId, uint256 epoch, EpochStatus s) internal {
+    /// @dev Marks an unsettled epoch (reverts {EpochSettled} if already settled) and
+    ///      counts it in `settledWithDigest` when a digest was in force. Returns whether
+    ///      it had a digest in force (i.e. whether missing it is a fault).
+    function _settleEpoch(uint256 dealId, Deal storage d, uint256 epoch, EpochStatus s)
+        internal
+        returns (bool inForce)
+    {
         uint256 shift = (epoch & 127) * 2;
         uint256 w = _epochBits[dealId][epoch >> 7];
         if ((w >> shift) & 3 != 0) revert EpochSettled();
         _epochBits[dealId][epoch >> 7] = w | (uint256(s) << shift);
+        inForce = epoch >= _firstFaultable(d);
+        if (inForce) d.settledWithDigest += 1;
     }
 
-    /// @dev The seed the contract would store for (deal, epoch) now: the hash of the seed
-    ///      block if it is among the last 256 blocks, else (late first touch) of the most
-    ///      recent block s_e + 256·m that still is.
-    function _computeSeed(uint256 dealId, uint256 epoch, uint256 seedBlock)
+    /// @dev The seed of global epoch `g` without storing it: stored, else the beacon's
+    ///      randomness of roundAt(start_g) (reverts {SeedUnavailable}), else in dev mode
+    ///      blockhash(block.number − 1) once start_g has passed ({EpochNotStarted}).
+    function _peekGlobalSeed(uint64 g) internal view returns (bytes32 seed, uint64 round) {
+        seed = globalSeeds[g];
+        if (seed != bytes32(0)) return (seed, 0);
+        uint256 start = _globalStart(g);
+        if (address(beacon) != address(0)) {
+            round = beacon.roundAt(start);
+            seed = beacon.randomness(round);
+            if (seed == bytes32(0)) revert SeedUnavailable(round);
+        } else {
+            if (block.timestamp < start) revert EpochNotStarted();
+            seed = blockhash(block.number - 1);
+            if (seed == bytes32(0)) seed = bytes32(uint256(1));
+        }
+    }
+
+    /// @dev Stores (on first touch) and returns the seed of global epoch `g`.
+    function _touchGlobalSeed(uint64 g) internal returns (bytes32 seed) {
+        seed = globalSeeds[g];
+        if (seed != bytes32(0)) return seed;
+        uint64 round;
+        (seed, round) = _peekGlobalSeed(g);
+        globalSeeds[g] = seed;
+        emit SeedRecorded(g, round, seed, address(beacon) == address(0));
+    }
+
+    /// @dev Per-deal sample seed S = keccak256(abi.encode(seed(G), dealId, e)) (ENCODING §9).
+    function _sampleSeed(bytes32 globalSeed, uint256 dealId, uint256 epoch) internal pure returns (bytes32) {
+        return keccak256(abi.encode(globalSeed, dealId, epoch));
+    }
+
+    /// @dev The record of the digest in force for deal epoch `epoch` (the last posted
+    ///      strictly before the epoch's start), and its version; version 0 if none.
+    function _inForce(uint256 dealId, Deal storage d, uint256 start)
         internal
         view
-        returns (bytes32 seed, uint256 source)
+        returns (uint64 version, DigestRecord storage rec)
     {
-        if (block.number <= seedBlock) revert EpochNotStarted();
-        source = seedBlock;
-        if (block.number - seedBlock > 256) source = seedBlock + ((block.number - 1 - seedBlock) / 256) * 256;
-        seed = keccak256(abi.encode(blockhash(source), dealId, epoch));
-    }
-
-    function _touchSeed(uint256 dealId, uint256 epoch, uint256 seedBlock) internal returns (bytes32 seed) {
-        seed = epochSeeds[dealId][epoch];
-        if (seed != bytes32(0)) return seed;
-        uint256 source;
-        (seed, source) = _computeSeed(dealId, epoch, seedBlock);
-        epochSeeds[dealId][epoch] = seed;
-        emit EpochSeeded(dealId, uint64(epoch), source, seed);
+        version = d.digestVersion;
+        rec = _digests[dealId][version];
+        // Walk back from the latest: digests posted in the epoch's window or later are
+        // skipped. Used by views only; proofs name their version (O(1) check).
+        while (version != 0 && rec.postedAt >= start) {
+            version = rec.prevVersion;
+            rec = _digests[dealId][version];
+        }
     }
 }

@@ -23,6 +23,7 @@ abstract contract ProviderRegistry is MarketBase {
         uint64 capacityBlocks,
         uint256 stake
     ) external nonReentrant {
+        _onlyHome();
         Provider storage p = _providers[msg.sender];
         if (p.registered) revert AlreadyRegistered();
         if (stake < minStake) revert StakeTooLow();
@@ -45,6 +46,7 @@ abstract contract ProviderRegistry is MarketBase {
         uint128 collateralPerBlock,
         uint64 capacityBlocks
     ) external {
+        _onlyHome();
         Provider storage p = _providers[msg.sender];
         if (!p.registered) revert NotRegistered();
         _setInfo(p, peerId, multiaddrs, pricePerBlockEpoch, collateralPerBlock, capacityBlocks);
@@ -53,6 +55,7 @@ abstract contract ProviderRegistry is MarketBase {
 
     /// @notice Adds `amount` tokens to the caller's stake. Only a registered provider.
     function addStake(uint256 amount) external nonReentrant {
+        _onlyHome();
         Provider storage p = _providers[msg.sender];
         if (!p.registered) revert NotRegistered();
         if (amount == 0) revert ZeroAmount();
@@ -64,6 +67,7 @@ abstract contract ProviderRegistry is MarketBase {
     /// @notice Withdraws `amount` of the caller's stake, sent to the caller.
     /// @dev Only a registered provider with no open or active deal.
     function withdrawStake(uint256 amount) external nonReentrant {
+        _onlyHome();
         Provider storage p = _providers[msg.sender];
         if (!p.registered) revert NotRegistered();
         if (amount == 0) revert ZeroAmount();

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.24;
 
-import {Digest, SampleProof} from "../../src/lib/DporTypes.sol";
+import {Digest, SampleProof, BlockProof} from "../../src/lib/DporTypes.sol";
 import {DporDigest} from "../../src/lib/DporDigest.sol";
 import {DporMerkle} from "../../src/lib/DporMerkle.sol";
 import {DporSampling} from "../../src/lib/DporSampling.sol";
@@ -14,6 +14,14 @@ contract LibHarness {
         returns (bool)
     {
         return DporDigest.verifySample(d, p, chunks, depth);
+    }
+
+    function blockRootOf(bytes calldata blk) external pure returns (bytes32) {
+        return DporMerkle.blockRootCalldata(blk);
+    }
+
+    function verifyBlock(Digest calldata d, BlockProof calldata p, uint256 blockBytes) external pure returns (bool) {
+        return DporDigest.verifyBlock(d, p, blockBytes);
     }
 
     function structHash(Digest calldata d) external pure returns (bytes32) {

@@ -4,9 +4,11 @@ pragma solidity ^0.8.24;
 import {TestBase} from "./Vm.sol";
 import {TestToken} from "../../src/token/TestToken.sol";
 import {DporMarket} from "../../src/DporMarket.sol";
-import {IDporMarket} from "../../src/market/IDporMarket.sol";
+import {IDporMarket, IDporMarketFull} from "../../src/market/IDporMarket.sol";
+import {IRandomnessBeacon} from "../../src/market/IRandomnessBeacon.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
-import {Digest, SampleProof} from "../../src/lib/DporTypes.sol";
+import {Digest, SampleProof, BlockProof, MarketParams} from "../../src/lib/DporTypes.sol";
+import {MockBeacon} from "./MockBeacon.sol";
 import {DporMerkle} from "../../src/lib/DporMerkle.sol";
 import {DporSampling} from "../../src/lib/DporSampling.sol";
 
@@ -59,6 +61,19 @@ abstract contract TreeKit {
         }
     }
 
+    /// @dev The whole-block proof of (tag, pos) in the trees of {buildDigest}.
+    function buildBlockProof(uint256 tag, uint256 pos, uint64 n, uint256 blockSize)
+        internal
+        pure
+        returns (BlockProof memory p)
+    {
+        uint256 len = DporSampling.codedBlockBytes(blockSize);
+        p.runTag = uint8(tag);
+        p.position = uint64(pos);
+        p.codedBlock = codedBlock(tag, pos, len);
+        p.runPath = DporMerkle.pathOf(runLeaves(tag, DporSampling.runSize(tag, n), len), pos);
+    }
+
     /// @dev The proof of (tag, pos, chunkIndex) in the trees of {buildDigest}.
     function buildProof(uint256 tag, uint256 pos, uint256 chunkIndex, uint64 n, uint256 blockSize)
         internal
@@ -76,10 +91,12 @@ abstract contract TreeKit {
     }
 }
 
-/// @notice Deploys the token and the market and registers a provider.
+/// @notice Deploys the token, a mock beacon and the market (beacon mode) and registers a
+///         provider. Times are real production-scale parameters; tests warp.
 abstract contract MarketFixture is TestBase, TreeKit {
     TestToken internal token;
-    DporMarket internal market;
+    IDporMarketFull internal market;
+    MockBeacon internal beacon;
 
     uint256 internal constant OWNER_PK = 0xA11CE;
     uint256 internal constant PROVIDER_PK = 0xB0B;
@@ -89,8 +106,11 @@ abstract contract MarketFixture is TestBase, TreeKit {
     address internal stranger;
     address internal challenger = address(0xC4A11);
 
-    uint64 internal constant EPOCH_BLOCKS = 10;
-    uint64 internal constant DISPUTE_WINDOW = 20;
+    uint64 internal constant EPOCH = 1 days;
+    uint64 internal constant ANSWER = 1 days;
+    uint64 internal constant GRACE = 2 days;
+    uint64 internal constant UPLOAD = 1 days;
+    uint32 internal constant NOTICE = 2;
     uint128 internal constant BOND = 100e18;
     uint16 internal constant SHARE_BPS = 5000;
     uint16 internal constant MAX_FAILURES = 3;
@@ -99,15 +119,21 @@ abstract contract MarketFixture is TestBase, TreeKit {
     uint128 internal constant COLLATERAL = 6e18;
     uint64 internal constant CAPACITY = 1 << 22;
     uint32 internal constant BETA = 200; // coded block 240 bytes, 2 chunks
+    /// @dev Deployment time (forge starts at timestamp 1; a realistic value avoids edge cases).
+    uint256 internal constant T0 = 1_700_000_000;
+
+    function _params() internal pure returns (MarketParams memory p) {
+        p = MarketParams(EPOCH, ANSWER, GRACE, UPLOAD, NOTICE, BOND, SHARE_BPS, MAX_FAILURES, MIN_STAKE);
+    }
 
     function setUp() public virtual {
+        vm.warp(T0);
         owner = vm.addr(OWNER_PK);
         provider = vm.addr(PROVIDER_PK);
         stranger = vm.addr(STRANGER_PK);
         token = new TestToken();
-        market = new DporMarket(
-            IERC20(address(token)), EPOCH_BLOCKS, DISPUTE_WINDOW, BOND, SHARE_BPS, MAX_FAILURES, MIN_STAKE
-        );
+        beacon = new MockBeacon(T0 - 999, 3); // rounds emitted exactly at epoch starts
+        market = IDporMarketFull(address(new DporMarket(IERC20(address(token)), IRandomnessBeacon(address(beacon)), _params())));
         address[4] memory who = [owner, provider, stranger, challenger];
         for (uint256 i; i < who.length; ++i) {
             token.mint(who[i], 1e30);
@@ -126,7 +152,7 @@ abstract contract MarketFixture is TestBase, TreeKit {
 
     function _open(uint64 n, uint32 beta, uint8 k, uint32 epochs) internal returns (uint256 id) {
         vm.prank(owner);
-        id = market.openDeal(provider, n, beta, 16, k, epochs, PRICE);
+        id = market.openDeal(provider, n, beta, 16, k, epochs, PRICE, COLLATERAL);
     }
 
     function _openAccepted(uint64 n, uint32 beta, uint8 k, uint32 epochs) internal returns (uint256 id) {
@@ -152,19 +178,32 @@ abstract contract MarketFixture is TestBase, TreeKit {
         _post(d);
     }
 
-    /// @dev Rolls into epoch `e`'s window (first block after its seed block).
+    /// @dev Warps to the start of deal epoch `e` (if not there yet).
     function _enterEpoch(uint256 id, uint64 e) internal {
-        (uint256 seedBlock,) = market.epochWindow(id, e);
-        if (block.number <= seedBlock) vm.roll(seedBlock + 1);
+        (uint256 start,) = market.epochWindow(id, e);
+        if (block.timestamp < start) vm.warp(start);
     }
 
-    /// @dev The K proofs of epoch `e` against digest `d` (built with {buildDigest}).
-    function _epochProofs(uint256 id, uint64 e, Digest memory d) internal view returns (SampleProof[] memory ps) {
+    /// @dev Warps to the deadline of deal epoch `e` (markMissed becomes possible).
+    function _pastEpoch(uint256 id, uint64 e) internal {
+        (, uint256 deadline) = market.epochWindow(id, e);
+        if (block.timestamp < deadline) vm.warp(deadline);
+    }
+
+    /// @dev Warps past the last deadline + grace (closeDeal becomes possible).
+    function _pastGrace(uint256 id) internal {
         IDporMarket.Deal memory deal = market.getDeal(id);
-        ps = new SampleProof[](deal.samplesPerEpoch);
+        (, uint256 deadline) = market.epochWindow(id, deal.numEpochs - 1);
+        if (block.timestamp < deadline + GRACE) vm.warp(deadline + GRACE);
+    }
+
+    /// @dev The K whole-block proofs of epoch `e` against digest `d` (built with {buildDigest}).
+    function _epochProofs(uint256 id, uint64 e, Digest memory d) internal view returns (BlockProof[] memory ps) {
+        IDporMarket.Deal memory deal = market.getDeal(id);
+        ps = new BlockProof[](deal.samplesPerEpoch);
         for (uint256 j; j < ps.length; ++j) {
-            (uint8 tag, uint64 pos, uint32 ci) = market.epochSample(id, e, j);
-            ps[j] = buildProof(tag, pos, ci, d.numBlocks, deal.blockSize);
+            (uint8 tag, uint64 pos) = market.epochSample(id, e, j);
+            ps[j] = buildBlockProof(tag, pos, d.numBlocks, deal.blockSize);
         }
     }
 

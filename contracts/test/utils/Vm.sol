@@ -46,6 +46,9 @@ interface Vm {
     function startBroadcast(uint256) external;
     function stopBroadcast() external;
     function etch(address, bytes calldata) external;
+    function cool(address) external;
+    function expectEmit(bool, bool, bool, bool, address) external;
+    function mockCall(address, bytes calldata, bytes calldata) external;
 }
 
 /// @notice Minimal test base: the cheatcode handle and a DSTest-style log event forge prints.

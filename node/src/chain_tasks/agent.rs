@@ -1,10 +1,11 @@
-//! [`ChainAgent`]: its memory and its loop. Each tick runs the steps in order
-//! (registration, deals and digests, epoch proofs, disputes, withdrawal); a step that
-//! fails logs and is retried next tick.
+//! [`ChainAgent`]: its memory and its loop. Each tick reads the latest block's
+//! timestamp ("now" for the market's time checks) and runs the steps in order
+//! (registration, deals: accept, epoch proof, digests, close when finished; disputes;
+//! withdrawal); a step that fails logs and is retried next tick.
 
 use super::{AgentConfig, NodeRuns};
 use alloy_primitives::{Address, B256};
-use dpor_chain::{DealInfo, Market};
+use dpor_chain::{DealInfo, Market, MarketParams};
 use dpor_core::digest::Digest;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -18,6 +19,12 @@ pub(crate) struct DealTrack {
     pub(crate) cursor: u64,
     /// Epochs settled, proven by us, or given up (data lost): not tried again.
     pub(crate) done_epochs: BTreeSet<u64>,
+    /// The epoch whose digest in force we pinned last.
+    pub(crate) pinned_epoch: Option<u64>,
+    /// Epoch pins below this were released.
+    pub(crate) released_before: u64,
+    /// `closeDeal` was sent (or the deal is closed).
+    pub(crate) closed: bool,
 }
 
 /// What the agent remembers about a dispute on one of its deals.
@@ -49,7 +56,8 @@ pub struct ChainAgent {
     /// Every digest preimage seen in `DigestPosted` logs of our deals, by hash.
     pub(crate) digests: HashMap<B256, Digest>,
     pub(crate) disputes: BTreeMap<u64, DisputeTrack>,
-    pub(crate) epoch_blocks: Option<u64>,
+    /// The market's parameters (immutable), read on the first tick.
+    pub(crate) params: Option<MarketParams>,
     warned_no_signer: bool,
 }
 
@@ -67,7 +75,7 @@ impl ChainAgent {
             deals: BTreeMap::new(),
             digests: HashMap::new(),
             disputes: BTreeMap::new(),
-            epoch_blocks: None,
+            params: None,
             warned_no_signer: false,
         }
     }
@@ -113,18 +121,28 @@ impl ChainAgent {
                 return;
             }
         };
-        if self.epoch_blocks.is_none() {
-            match self.market.epoch_blocks().await {
-                Ok(eb) => self.epoch_blocks = Some(eb),
-                Err(e) => tracing::warn!(error = %e, "cannot read epochBlocks"),
+        let now = match self.market.latest_timestamp().await {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the latest block's timestamp");
+                return;
+            }
+        };
+        if self.params.is_none() {
+            match self.market.params().await {
+                Ok(p) => self.params = Some(p),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the market's parameters");
+                    return;
+                }
             }
         }
         self.scan_deals(me, block).await;
         let ids: Vec<u64> = self.deals.keys().copied().collect();
         for id in ids {
-            self.step_deal(me, id, block).await;
+            self.step_deal(me, id, block, now).await;
         }
-        self.step_disputes(block).await;
+        self.step_disputes(now).await;
         if self.config.withdraw {
             self.step_withdraw(me).await;
         }

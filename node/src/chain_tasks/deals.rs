@@ -60,9 +60,10 @@ impl ChainAgent {
         }
     }
 
-    /// One deal: refresh it, accept it if Open, follow its digests and disputes,
-    /// prove the current epoch.
-    pub(crate) async fn step_deal(&mut self, me: Address, id: u64, block: u64) {
+    /// One deal: refresh it, accept it if Open; if Active prove the current epoch (which
+    /// pins the digest in force first), then follow its digests and disputes, and close
+    /// it once finished (last deadline + grace passed, no dispute open).
+    pub(crate) async fn step_deal(&mut self, me: Address, id: u64, block: u64, now: u64) {
         let info = match self.market.get_deal(id).await {
             Ok(i) => i,
             Err(e) => {
@@ -77,17 +78,38 @@ impl ChainAgent {
         if let Some(t) = self.deals.get_mut(&id) {
             t.info = Some(info.clone());
         }
+        let Some(params) = self.params else { return };
         match state {
             DealState::Open if self.config.auto_accept => self.accept(id, info.collateral).await,
             DealState::Active => {
+                // Epoch first: it pins the digest in force before a newer posted digest
+                // moves the store's "posted" pin (scan_deal_logs).
+                self.step_epoch(id, &info, &params, now).await;
                 self.scan_deal_logs(id, block).await;
-                self.step_epoch(id, &info, block).await;
+                if self.config.close_finished && now >= params.dispute_period_end(&info) && info.open_disputes == 0 {
+                    self.close(id).await;
+                }
             }
             DealState::Completed | DealState::Terminated => {
                 // late disputes can still be open on a terminated deal's logs; keep scanning
                 self.scan_deal_logs(id, block).await;
             }
             _ => {}
+        }
+    }
+
+    async fn close(&mut self, id: u64) {
+        if self.deals.get(&id).is_some_and(|t| t.closed) {
+            return;
+        }
+        match self.market.close_deal(id).await {
+            Ok(tx) => {
+                tracing::info!(deal = id, %tx, "closed the finished deal");
+                if let Some(t) = self.deals.get_mut(&id) {
+                    t.closed = true;
+                }
+            }
+            Err(e) => tracing::warn!(deal = id, error = %e, "closeDeal failed; retrying next tick"),
         }
     }
 
@@ -110,7 +132,9 @@ impl ChainAgent {
             return;
         }
         match self.market.accept_deal(id).await {
-            Ok(at) => tracing::info!(deal = id, accepted_at = at, collateral, "accepted the deal"),
+            Ok((at, start_epoch)) => {
+                tracing::info!(deal = id, accepted_at = at, start_epoch, collateral, "accepted the deal")
+            }
             Err(e) => tracing::warn!(deal = id, error = %e, "acceptDeal failed"),
         }
     }

@@ -9,14 +9,14 @@ use dpor_core::audit::{EpochSample, RunTag};
 
 impl ChainAgent {
     /// Advances every dispute not closed yet.
-    pub(crate) async fn step_disputes(&mut self, block: u64) {
+    pub(crate) async fn step_disputes(&mut self, now: u64) {
         let ids: Vec<u64> = self.disputes.iter().filter(|(_, q)| !q.closed).map(|(id, _)| *id).collect();
         for id in ids {
-            self.step_dispute(id, block).await;
+            self.step_dispute(id, now).await;
         }
     }
 
-    async fn step_dispute(&mut self, id: u64, block: u64) {
+    async fn step_dispute(&mut self, id: u64, now: u64) {
         let Some((deal, hash)) = self.disputes.get(&id).map(|q| (q.deal, q.digest_hash)) else { return };
         let Some(digest) = self.digest_for(deal, hash).await else { return };
         if let Some(q) = self.disputes.get_mut(&id) {
@@ -35,7 +35,7 @@ impl ChainAgent {
             }
         };
         match state {
-            DisputeState::Open => self.answer(id, deal, digest, block).await,
+            DisputeState::Open => self.answer(id, deal, digest, now).await,
             DisputeState::Answered | DisputeState::Slashed => {
                 if let Err(e) = self.runs.dispute_closed(deal, id) {
                     tracing::warn!(dispute = id, error = %e, "the store could not release the dispute");
@@ -50,9 +50,9 @@ impl ChainAgent {
         }
     }
 
-    async fn answer(&mut self, id: u64, deal: u64, digest: dpor_core::digest::Digest, block: u64) {
+    async fn answer(&mut self, id: u64, deal: u64, digest: dpor_core::digest::Digest, now: u64) {
         let Some(q) = self.disputes.get(&id) else { return };
-        if q.gave_up || block + 1 > q.deadline {
+        if q.gave_up || now > q.deadline {
             return;
         }
         let sample = EpochSample { tag: RunTag(u32::from(q.run_tag)), position: q.position, chunk: u64::from(q.chunk_index) };

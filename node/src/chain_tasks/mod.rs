@@ -1,7 +1,10 @@
 //! The node's chain agent: a tokio task that keeps the provider's side of every deal
 //! going on chain (docs/CONTRACTS.md): registers the provider, accepts deals addressed
-//! to it, follows posted digests, proves each epoch, answers disputes and withdraws
-//! payments. It never exits or panics on a chain error: it logs and retries next tick.
+//! to it, follows posted digests, proves each epoch of the market's global time grid
+//! with whole coded blocks against the digest in force at the epoch's start (pinning
+//! its runs until the epoch settles), stores the epoch seed (touchSeed; in beacon mode
+//! it waits for the beacon round to be recorded), answers disputes, closes its
+//! finished deals after the grace period and withdraws payments. It never exits or panics on a chain error: it logs and retries next tick.
 //!
 //! - [`prove`]: the pure part: which samples to prove, building and locally verifying
 //!   sample proofs from the node's runs (testable without a chain).
@@ -31,6 +34,19 @@ pub trait NodeRuns: Send + Sync + 'static {
     fn dispute_opened(&self, deal: u64, dispute: u64, digest: &Digest) -> anyhow::Result<()>;
     /// The dispute closed (answered or slashed): its runs may be released.
     fn dispute_closed(&self, deal: u64, dispute: u64) -> anyhow::Result<()>;
+    /// Epoch `epoch` of `deal` started with `digest` in force: its runs must be kept
+    /// until the epoch is proven or its window is over, even if newer digests are
+    /// posted meanwhile (the proof must use this one). Default: nothing to pin.
+    fn epoch_pinned(&self, deal: u64, epoch: u64, digest: &Digest) -> anyhow::Result<()> {
+        let _ = (deal, epoch, digest);
+        Ok(())
+    }
+    /// Epochs of `deal` below `epoch` are settled or over: their pins may go.
+    /// Default: nothing pinned.
+    fn epochs_released(&self, deal: u64, epoch: u64) -> anyhow::Result<()> {
+        let _ = (deal, epoch);
+        Ok(())
+    }
 }
 
 /// The terms the agent registers the provider with if it is not registered yet.
@@ -56,7 +72,7 @@ pub struct Registration {
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
     /// Time between ticks (one pass over registration, deals, epochs, disputes,
-    /// payments). Should be well below the block time × `epochBlocks`.
+    /// payments). Should be well below `epochSeconds`.
     pub poll_interval: Duration,
     /// Accept `Open` deals addressed to this provider (locking their collateral).
     pub auto_accept: bool,
@@ -67,11 +83,21 @@ pub struct AgentConfig {
     /// First block to scan for events (deals, digests, disputes); the market's deploy
     /// block is enough, 0 scans the whole chain.
     pub from_block: u64,
+    /// Close finished deals (`closeDeal` once their last deadline + `graceSeconds` has
+    /// passed and no dispute is open), freeing the collateral.
+    pub close_finished: bool,
 }
 
 impl Default for AgentConfig {
-    /// 1 s ticks, auto-accept and withdraw on, no registration, scan from block 0.
+    /// 1 s ticks, auto-accept, withdraw and close on, no registration, scan from block 0.
     fn default() -> Self {
-        Self { poll_interval: Duration::from_secs(1), auto_accept: true, register: None, withdraw: true, from_block: 0 }
+        Self {
+            poll_interval: Duration::from_secs(1),
+            auto_accept: true,
+            register: None,
+            withdraw: true,
+            from_block: 0,
+            close_finished: true,
+        }
     }
 }

@@ -1,11 +1,15 @@
-//! The pure part of proving: which samples an epoch asks for, building the sample
-//! proofs from the node's runs, and checking them against the digest's run roots
-//! before any gas is spent (docs/CONTRACTS.md §5, ENCODING.md §8).
+//! The pure part of proving: which whole coded blocks an epoch asks for (ENCODING.md
+//! §8 "dpor.epoch.v2"), building the block proofs (epochs) and chunk proofs (dispute
+//! answers) from the node's runs, and checking them against the digest's run roots
+//! before any gas is spent (docs/CONTRACTS.md §5).
 
 use super::NodeRuns;
 use alloy_primitives::B256;
-use dpor_chain::{sample_proof, verify_sample_proof, SampleProof};
-use dpor_core::audit::{epoch_samples, EpochSample, RunTag};
+use dpor_chain::{
+    block_proof, epoch_block_samples, sample_proof, verify_block_proof, verify_sample_proof, BlockProof, BlockSample,
+    SampleProof,
+};
+use dpor_core::audit::{EpochSample, RunTag};
 use dpor_core::block::BlockFormat;
 use dpor_core::digest::Digest;
 use thiserror::Error;
@@ -47,9 +51,37 @@ pub fn coded_block_bytes(block_size: u32) -> Result<usize, ProveError> {
         .map_err(|e| ProveError::BlockSize(block_size, e.to_string()))
 }
 
-/// The K samples of an epoch (ENCODING.md §8) against `digest` (hash `digest_hash`).
-pub fn epoch_plan(seed: B256, digest_hash: B256, digest: &Digest, coded_block_bytes: usize, k: u8) -> Vec<EpochSample> {
-    epoch_samples(seed, digest_hash, digest.numBlocks, digest.writeCount, coded_block_bytes, u32::from(k.max(1)))
+/// The K whole-block samples of an epoch (ENCODING.md §8 v2) for sample seed `seed`
+/// against `digest` (hash `digest_hash`, the digest in force at the epoch's start).
+pub fn epoch_plan(seed: B256, digest_hash: B256, digest: &Digest, k: u8) -> Vec<BlockSample> {
+    epoch_block_samples(seed, digest_hash, digest.numBlocks, digest.writeCount, u32::from(k.max(1)))
+}
+
+fn run_of(digest: &Digest, tag: RunTag) -> Result<dpor_core::RunId, ProveError> {
+    digest
+        .run_ids()
+        .into_iter()
+        .find(|(id, _, _)| id.tag == tag)
+        .map(|(id, _, _)| id)
+        .ok_or(ProveError::UnknownRun { tag, version: digest.version })
+}
+
+/// Builds the epoch proof of one whole coded block from the node's runs and verifies
+/// it locally against `digest`'s run root.
+pub fn prove_block(
+    runs: &dyn NodeRuns,
+    deal: u64,
+    digest: &Digest,
+    coded_block_bytes: usize,
+    s: &BlockSample,
+) -> Result<BlockProof, ProveError> {
+    let run = run_of(digest, s.tag)?;
+    let (block, path) = runs
+        .coded_block(deal, run, s.position)
+        .map_err(|source| ProveError::Storage { tag: s.tag, position: s.position, source })?;
+    let proof = block_proof(&block, path, s.tag, s.position).map_err(ProveError::Invalid)?;
+    verify_block_proof(digest, coded_block_bytes, &proof).map_err(ProveError::Invalid)?;
+    Ok(proof)
 }
 
 /// Builds the proof of one sample from the node's runs and verifies it locally
@@ -61,12 +93,7 @@ pub fn prove_sample(
     coded_block_bytes: usize,
     s: &EpochSample,
 ) -> Result<SampleProof, ProveError> {
-    let run = digest
-        .run_ids()
-        .into_iter()
-        .find(|(id, _, _)| id.tag == s.tag)
-        .map(|(id, _, _)| id)
-        .ok_or(ProveError::UnknownRun { tag: s.tag, version: digest.version })?;
+    let run = run_of(digest, s.tag)?;
     let (block, path) = runs
         .coded_block(deal, run, s.position)
         .map_err(|source| ProveError::Storage { tag: s.tag, position: s.position, source })?;
@@ -75,7 +102,7 @@ pub fn prove_sample(
     Ok(proof)
 }
 
-/// All K proofs of an epoch, each verified locally; the first failure aborts.
+/// All K whole-block proofs of an epoch, each verified locally; the first failure aborts.
 pub fn prove_epoch(
     runs: &dyn NodeRuns,
     deal: u64,
@@ -84,11 +111,8 @@ pub fn prove_epoch(
     seed: B256,
     coded_block_bytes: usize,
     k: u8,
-) -> Result<Vec<SampleProof>, ProveError> {
-    epoch_plan(seed, digest_hash, digest, coded_block_bytes, k)
-        .iter()
-        .map(|s| prove_sample(runs, deal, digest, coded_block_bytes, s))
-        .collect()
+) -> Result<Vec<BlockProof>, ProveError> {
+    epoch_plan(seed, digest_hash, digest, k).iter().map(|s| prove_block(runs, deal, digest, coded_block_bytes, s)).collect()
 }
 
 #[cfg(test)]
@@ -138,9 +162,9 @@ mod tests {
             let seed = B256::repeat_byte(e);
             let proofs = prove_epoch(&f, 1, &d, B256::repeat_byte(0x42), seed, cb, 8).unwrap();
             assert_eq!(proofs.len(), 8);
-            let plan = epoch_plan(seed, B256::repeat_byte(0x42), &d, cb, 8);
+            let plan = epoch_plan(seed, B256::repeat_byte(0x42), &d, 8);
             for (p, s) in proofs.iter().zip(&plan) {
-                assert_eq!((u32::from(p.runTag), p.position, u64::from(p.chunkIndex)), (s.tag.0, s.position, s.chunk));
+                assert_eq!((u32::from(p.runTag), p.position, p.codedBlock.len()), (s.tag.0, s.position, cb));
             }
         }
         // every (run, position, chunk) a dispute can name
@@ -150,6 +174,39 @@ mod tests {
                     prove_sample(&f, 1, &d, cb, &EpochSample { tag, position: pos, chunk }).unwrap();
                 }
             }
+        }
+    }
+
+    /// A node that keeps only the first half of every coded block: every chunk sample
+    /// in the first half would pass, but no whole-block proof does (finding 3).
+    #[test]
+    fn half_kept_blocks_never_prove_a_whole_block() {
+        struct Half(Fake);
+        impl NodeRuns for Half {
+            fn coded_block(&self, d: u64, run: RunId, p: u64) -> anyhow::Result<(Vec<u8>, Vec<B256>)> {
+                let (mut b, path) = self.0.coded_block(d, run, p)?;
+                let h = b.len() / 2;
+                b[h..].iter_mut().for_each(|x| *x = 0);
+                Ok((b, path))
+            }
+            fn digest_posted(&self, _: u64, _: &Digest) -> anyhow::Result<()> {
+                Ok(())
+            }
+            fn dispute_opened(&self, _: u64, _: u64, _: &Digest) -> anyhow::Result<()> {
+                Ok(())
+            }
+            fn dispute_closed(&self, _: u64, _: u64) -> anyhow::Result<()> {
+                Ok(())
+            }
+        }
+        let f = Half(fake(5));
+        let d = f.0.fx.digest(1, 1);
+        let cb = f.0.fx.coded_block_bytes();
+        // (A smarter cheater that also kept the chunk-tree hashes could open chunks of
+        // the kept half; a whole-block proof needs the bytes of every chunk.)
+        for e in 0..20u8 {
+            let r = prove_epoch(&f, 1, &d, B256::repeat_byte(0x42), B256::repeat_byte(e), cb, 1);
+            assert!(matches!(r, Err(ProveError::Invalid(_))), "epoch {e}");
         }
     }
 
@@ -163,6 +220,9 @@ mod tests {
         assert!(matches!(prove_sample(&f, 1, &d, cb, &s), Err(ProveError::Invalid(_))));
         // other blocks still prove
         prove_sample(&f, 1, &d, cb, &EpochSample { position: 5, ..s }).unwrap();
+        // a whole-block proof of the lost block fails too, of another passes
+        assert!(matches!(prove_block(&f, 1, &d, cb, &BlockSample { tag: RunTag::C, position: 4 }), Err(ProveError::Invalid(_))));
+        prove_block(&f, 1, &d, cb, &BlockSample { tag: RunTag::C, position: 5 }).unwrap();
         // a run the digest does not have
         let none = EpochSample { tag: RunTag::level(2), position: 0, chunk: 0 };
         assert!(matches!(prove_sample(&f, 1, &d, cb, &none), Err(ProveError::UnknownRun { .. })));

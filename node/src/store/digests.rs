@@ -164,7 +164,44 @@ impl Store {
             Ok(Some(new))
         })
     }
+
+    /// Pins `digest`, the digest in force at the start of epoch `epoch` of `deal`
+    /// (docs/CONTRACTS.md §4: an epoch's proof must use it even after newer digests),
+    /// until [`Store::unpin_epoch`] or [`Store::unpin_epochs_before`]. Stored in the
+    /// dispute pin list under the key `EPOCH_PIN | epoch` (dispute ids stay below 2^63),
+    /// so the metadata format is unchanged.
+    ///
+    /// Errors: as [`Store::set_posted`].
+    pub fn pin_epoch(&self, deal: u64, epoch: u64, digest: &Digest) -> Result<()> {
+        self.pin_dispute(deal, EPOCH_PIN | (epoch & !EPOCH_PIN), digest)
+    }
+
+    /// Drops the pin of epoch `epoch` (settled). A no-op if there is none.
+    ///
+    /// Errors: [`StoreError::UnknownDeal`].
+    pub fn unpin_epoch(&self, deal: u64, epoch: u64) -> Result<()> {
+        self.unpin_dispute(deal, EPOCH_PIN | (epoch & !EPOCH_PIN))
+    }
+
+    /// Drops the pins of every epoch below `epoch` (their windows are over).
+    ///
+    /// Errors: [`StoreError::UnknownDeal`].
+    pub fn unpin_epochs_before(&self, deal: u64, epoch: u64) -> Result<()> {
+        let stale = |id: u64| id & EPOCH_PIN != 0 && (id & !EPOCH_PIN) < epoch;
+        self.update_meta(deal, |m, _| {
+            if !m.disputes.iter().any(|(id, _)| stale(*id)) {
+                return Ok(None);
+            }
+            let mut new = m.clone();
+            new.disputes.retain(|(id, _)| !stale(*id));
+            Ok(Some(new))
+        })
+    }
 }
+
+/// The bit that marks an epoch pin in the pin list shared with disputes
+/// ([`Store::pin_epoch`]).
+pub const EPOCH_PIN: u64 = 1 << 63;
 
 fn check_shape(deal: u64, d: &Digest) -> Result<()> {
     d.validate().map_err(|e| StoreError::DigestMismatch(e.to_string()))?;

@@ -140,6 +140,8 @@ pub struct DealView {
     /// owner's next accepted request shows it has the write's answer (see
     /// docs/ARCHITECTURE.md, "Garbage collection"); empty once confirmed.
     pub previous: Vec<RunId>,
+    /// Epochs whose digest in force is pinned until they settle ([`Store::pin_epoch`]), ascending.
+    pub epoch_pins: Vec<u64>,
 }
 
 /// What a write did.
@@ -210,8 +212,15 @@ impl DealState {
             levels: m.levels.clone(),
             cosigned: m.cosigned.clone(),
             posted: m.posted.clone(),
-            disputes: m.disputes.iter().map(|(id, _)| *id).collect(),
+            disputes: m.disputes.iter().map(|(id, _)| *id).filter(|id| id & digests::EPOCH_PIN == 0).collect(),
             previous: m.previous.iter().map(|(id, _, _)| *id).collect(),
+            epoch_pins: m
+                .disputes
+                .iter()
+                .map(|(id, _)| *id)
+                .filter(|id| id & digests::EPOCH_PIN != 0)
+                .map(|id| id & !digests::EPOCH_PIN)
+                .collect(),
         }
     }
 

@@ -162,8 +162,59 @@ fn run_label(tag: RunTag) -> String {
     tag.to_string()
 }
 
-/// Runs `audit`.
+/// The seed of the audit of `epoch`: the epoch's sample seed once it cannot change
+/// (stored, or a recorded beacon round). In dev mode an untouched seed is stored first
+/// (`touchSeed`, needs a key); otherwise the previous epoch's seed is used. Returns the
+/// epoch actually used.
+pub(crate) async fn audit_seed(ctx: &Ctx, deal: u64, epoch: u64) -> anyhow::Result<(u64, B256)> {
+    if let Some(s) = ctx.market.stable_epoch_seed(deal, epoch).await.context("reading the epoch seed")? {
+        return Ok((epoch, s));
+    }
+    if ctx.market.account().is_some() && ctx.market.epoch_seed(deal, epoch).await?.is_some() {
+        // dev mode, started but untouched: store it (the seed is then final)
+        if ctx.market.touch_seed(deal, epoch).await.is_ok() {
+            if let Some(s) = ctx.market.stable_epoch_seed(deal, epoch).await? {
+                return Ok((epoch, s));
+            }
+        }
+    }
+    if epoch > 0 {
+        if let Some(s) = ctx.market.stable_epoch_seed(deal, epoch - 1).await? {
+            return Ok((epoch - 1, s));
+        }
+    }
+    bail!("the seed of epoch {epoch} of deal {deal} is not available yet (epoch not started, or its beacon round not recorded)")
+}
+
+/// When a failed audit opens a dispute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DisputePolicy {
+    /// Never (report and record only).
+    Never,
+    /// On the first failed sample, whatever the fault (`dpor audit --dispute`).
+    FirstFailure,
+    /// Only on a sample the node served wrong (a block that came back with the wrong
+    /// position, length or root): a node that does not answer is a missed epoch, not a
+    /// dispute (`dpor watch` until its retries run out).
+    ServedWrong,
+}
+
+/// Runs `audit` (`dispute` = [`DisputePolicy::FirstFailure`]).
 pub async fn run(ctx: &Ctx, deal: u64, epoch: Option<u64>, record: bool, dispute: bool) -> anyhow::Result<Output> {
+    let policy = if dispute { DisputePolicy::FirstFailure } else { DisputePolicy::Never };
+    run_with(ctx, deal, epoch, record, policy).await
+}
+
+/// Runs the public audit of `deal` at `epoch`, recording it (`record`) and opening a
+/// dispute per `policy`. The JSON output has `epoch` (the one whose seed was used),
+/// `passed`, `failures` and, if one was opened, `dispute_id`.
+pub async fn run_with(
+    ctx: &Ctx,
+    deal: u64,
+    epoch: Option<u64>,
+    record: bool,
+    policy: DisputePolicy,
+) -> anyhow::Result<Output> {
     let started = Instant::now();
     let d = deal_info(ctx, deal).await?;
     ensure!(d.has_digest(), "deal {deal} has no posted digest yet: there is nothing to audit");
@@ -189,18 +240,7 @@ pub async fn run(ctx: &Ctx, deal: u64, epoch: Option<u64>, record: bool, dispute
         None => default_epoch(ctx, &d).await?,
     };
     ensure!(epoch < u64::from(d.num_epochs), "deal {deal} has {} epochs; epoch {epoch} is out of range", d.num_epochs);
-    let (epoch, seed) = match ctx.market.epoch_seed(deal, epoch).await.context("reading the epoch seed")? {
-        Some(s) => (epoch, s),
-        None if epoch > 0 => match ctx.market.epoch_seed(deal, epoch - 1).await? {
-            // The default epoch's seed block is the very latest block: use the one before.
-            Some(s) => (epoch - 1, s),
-            None => bail!("the seed of epoch {epoch} of deal {deal} is not available yet"),
-        },
-        None => {
-            let block = ctx.market.block_number().await.unwrap_or(0);
-            bail!("the seed of epoch {epoch} of deal {deal} is not available yet: its seed block is not mined (current block {block})")
-        }
-    };
+    let (epoch, seed) = audit_seed(ctx, deal, epoch).await?;
 
     let lambda = u32::from(d.lambda).max(1);
     let format = BlockFormat::new(d.block_size as usize).with_context(|| format!("deal {deal} has block size {}", d.block_size))?;
@@ -304,9 +344,13 @@ pub async fn run(ctx: &Ctx, deal: u64, epoch: Option<u64>, record: bool, dispute
     // On-chain consequences. Errors here are reported, and fail the command, but only
     // after the report is complete.
     let mut chain_error: Option<anyhow::Error> = None;
-    let open = dispute && !passed;
-    if open {
-        let first = &outcome.failures[0];
+    let target_failure = match policy {
+        DisputePolicy::Never => None,
+        DisputePolicy::FirstFailure => outcome.failures.first(),
+        DisputePolicy::ServedWrong => outcome.failures.iter().find(|f| !matches!(f.fault, SampleFault::Missing)),
+    };
+    let open = target_failure.is_some();
+    if let Some(first) = target_failure {
         let returned = collected
             .iter()
             .find(|c| c.id.tag == first.tag)
@@ -335,7 +379,7 @@ pub async fn run(ctx: &Ctx, deal: u64, epoch: Option<u64>, record: bool, dispute
                         json["dispute"] = json!({"dispute_id": id, "run_tag": t.run_tag, "position": t.position, "chunk": t.chunk, "deadline": deadline, "bond": bond.to_string()});
                         json["dispute_id"] = json!(id);
                         human.push_str(&format!(
-                            "\n  dispute {id} opened on run {} position {} chunk {} (bond {} tokens); the provider must answer by block {deadline}, else anyone may `dpor slash {id}`",
+                            "\n  dispute {id} opened on run {} position {} chunk {} (bond {} tokens); the provider must answer by timestamp {deadline}, else anyone may `dpor slash {id}`",
                             RunTag(u32::from(t.run_tag)),
                             t.position,
                             t.chunk,

@@ -43,7 +43,7 @@ pub async fn run(
     let q = ctx.market.get_dispute(id).await.context("reading the dispute back")?;
     Ok(Output::new(
         format!(
-            "dispute {id} opened on deal {deal} (digest v{version}): run {} position {position} chunk {chunk}; bond {} tokens locked; the provider must answer by block {}",
+            "dispute {id} opened on deal {deal} (digest v{version}): run {} position {position} chunk {chunk}; bond {} tokens locked; the provider must answer by timestamp {}",
             RunTag(u32::from(run_tag)),
             tokens(U256::from(q.bond)),
             q.deadline

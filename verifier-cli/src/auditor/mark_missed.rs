@@ -16,7 +16,7 @@ pub async fn run(ctx: &Ctx, deal: u64, epoch: u64) -> anyhow::Result<Output> {
         let e = anyhow::Error::new(e);
         let hint = match revert_name(&e).as_deref() {
             Some("EpochNotOver") => match ctx.market.epoch_window(deal, epoch).await {
-                Ok(w) => format!(" (its window closes at block {})", w.deadline),
+                Ok(w) => format!(" (its window closes at timestamp {})", w.deadline),
                 Err(_) => String::new(),
             },
             Some("EpochSettled") => " (it was already proven or marked)".to_string(),

@@ -18,6 +18,7 @@ pub mod dispute;
 pub mod mark_missed;
 pub mod record;
 pub mod slash;
+pub mod watch;
 pub mod withdraw;
 
 use crate::context::Ctx;
@@ -107,6 +108,31 @@ pub enum AuditorCommand {
     },
     /// Withdraw everything the market owes your account (bonds, slash shares, payments).
     Withdraw,
+    /// Long-running auditor: each epoch audits the deals (public audit), records the
+    /// outcome, disputes a sample the node served wrong (a silent node only after
+    /// --retries audits), marks unproven epochs missed, slashes unanswered disputes
+    /// and withdraws its share. Progress survives restarts (--watch-state, written
+    /// atomically); one log line per action (--json: one JSON object per line).
+    Watch {
+        /// A deal to watch (repeatable).
+        #[arg(long = "deal")]
+        deals: Vec<u64>,
+        /// Watch every deal on the market.
+        #[arg(long, conflicts_with = "deals")]
+        all: bool,
+        /// The progress file.
+        #[arg(long, default_value = "dpor-watch.json")]
+        watch_state: std::path::PathBuf,
+        /// Seconds between passes.
+        #[arg(long, default_value_t = 30)]
+        interval: u64,
+        /// Audits of an epoch with only missing samples before a dispute is opened anyway.
+        #[arg(long, default_value_t = 3)]
+        retries: u32,
+        /// One pass, then exit.
+        #[arg(long)]
+        once: bool,
+    },
 }
 
 /// The error an audit that found failed samples returns *after* printing its report
@@ -141,6 +167,18 @@ pub async fn run(ctx: &Ctx, cmd: AuditorCommand) -> anyhow::Result<Output> {
         AuditorCommand::Slash { dispute } => slash::run(ctx, dispute).await,
         AuditorCommand::MarkMissed { deal, epoch } => mark_missed::run(ctx, deal, epoch).await,
         AuditorCommand::Withdraw => withdraw::run(ctx).await,
+        AuditorCommand::Watch { deals, all, watch_state, interval, retries, once } => {
+            anyhow::ensure!(all || !deals.is_empty(), "give --deal ID (repeatable) or --all");
+            let args = watch::WatchArgs {
+                deals,
+                all,
+                state: watch_state,
+                interval: std::time::Duration::from_secs(interval.max(1)),
+                retries,
+                once,
+            };
+            watch::run(ctx, args).await
+        }
     }
 }
 
@@ -171,8 +209,8 @@ pub(crate) async fn deal_info(ctx: &Ctx, deal: u64) -> anyhow::Result<DealInfo> 
     d.into_deal().with_context(|| format!("deal {deal} does not exist on chain"))
 }
 
-/// The epoch to use when none was given: the one whose proof window contains the next
-/// block, or, once the deal's epochs are over, its last epoch.
+/// The epoch to use when none was given: the one whose window contains the latest
+/// block's timestamp, or, once the deal's epochs are over, its last epoch.
 pub(crate) async fn default_epoch(ctx: &Ctx, d: &DealInfo) -> anyhow::Result<u64> {
     if d.accepted_at == 0 {
         bail!("deal {} was never accepted: it has no epochs", d.id);
@@ -223,16 +261,20 @@ mod tests {
             provider: Default::default(),
             state: DealState::None,
             num_epochs: 0,
+            term_epochs: 0,
             block_size: 0,
             lambda: 0,
             samples_per_epoch: 0,
             num_blocks: 0,
             accepted_at: 0,
+            start_epoch: 0,
             failures: 0,
             open_disputes: 0,
             digest_version: 0,
             write_count: 0,
             digest_hash: B256::ZERO,
+            first_digest_at: 0,
+            settled_with_digest: 0,
             price_per_epoch: 0,
             escrow: 0,
             collateral: 0,

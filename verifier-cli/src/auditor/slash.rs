@@ -18,9 +18,9 @@ pub async fn run(ctx: &Ctx, dispute: u64) -> anyhow::Result<Output> {
         DisputeState::Answered => bail!("dispute {dispute} was answered by the provider: there is nothing to slash"),
         DisputeState::Slashed => bail!("dispute {dispute} was already slashed"),
     }
-    let block = ctx.market.block_number().await?;
-    if block <= q.deadline {
-        bail!("dispute {dispute} can be slashed after block {} (the provider may still answer); current block {block}", q.deadline);
+    let now = ctx.market.latest_timestamp().await?;
+    if now <= q.deadline {
+        bail!("dispute {dispute} can be slashed after timestamp {} (the provider may still answer); chain time now {now}", q.deadline);
     }
     let d = deal_info(ctx, q.deal_id).await?;
     let challenger0 = ctx.market.owed(q.challenger).await?;

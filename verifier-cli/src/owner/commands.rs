@@ -79,8 +79,9 @@ pub enum DealCommand {
         /// λ, audit samples per run.
         #[arg(long, default_value_t = 128)]
         lambda: u16,
-        /// Chunk samples in each epoch's on-chain proof (1..8).
-        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=8))]
+        /// K, whole coded blocks in each epoch's on-chain proof (1..8; docs/CONTRACTS.md:
+        /// K = 1 meets the 250k-gas target, each more block costs ≈ 200k gas).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=8))]
         samples: u8,
         /// Duration in epochs.
         #[arg(long, default_value_t = 100)]
@@ -88,6 +89,11 @@ pub enum DealCommand {
         /// Price per block per epoch in token base units (default: the provider's ask).
         #[arg(long)]
         price: Option<u128>,
+        /// The least collateral per block (token base units) you accept: the deal
+        /// cannot be accepted at a lower rate (default: the provider's current rate, so
+        /// a rate cut between now and acceptance fails the deal instead of robbing you).
+        #[arg(long)]
+        min_collateral: Option<u128>,
         /// Local chain only: mint the escrow with the test token first.
         #[arg(long)]
         mint: bool,
@@ -97,6 +103,19 @@ pub enum DealCommand {
         /// Replace an existing state file.
         #[arg(long)]
         force: bool,
+    },
+    /// Leave the deal early (owner or provider). Without --before-upload:
+    /// `requestExit`, the term ends after the current epoch plus the market's notice;
+    /// epochs until then still have to be proven. With --before-upload:
+    /// `exitBeforeUpload`, for a deal that never got a digest once the upload period
+    /// has passed (everything refunded, no fault).
+    Exit {
+        /// The deal (default: the state file's).
+        #[arg(long)]
+        deal: Option<u64>,
+        /// End a deal that never got a digest (after acceptance + uploadSeconds).
+        #[arg(long)]
+        before_upload: bool,
     },
 }
 
@@ -116,6 +135,7 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
             samples,
             epochs,
             price,
+            min_collateral,
             mint,
             cache_levels,
             force,
@@ -144,7 +164,9 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
                 ctx.market.mint(key.address(), U256::from(escrow)).await.context("minting test tokens")?;
             }
             ctx.market.approve_market(U256::from(escrow)).await.context("approving the escrow")?;
-            let deal = ctx.market.open_deal(provider, n, block_bytes, lambda, samples, epochs, price).await?;
+            let min_collateral = min_collateral.unwrap_or(p.collateral_per_block);
+            let deal =
+                ctx.market.open_deal(provider, n, block_bytes, lambda, samples, epochs, price, min_collateral).await?;
             let seed: [u8; 32] = rand::random();
             let state = OwnerState {
                 deal,
@@ -177,6 +199,28 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
                 ),
                 json!({"deal": deal, "provider": provider, "num_blocks": n, "block_bytes": block_bytes, "epochs": epochs, "escrow": escrow.to_string(), "state": ctx.state_path}),
             ))
+        }
+        OwnerCommand::Deal(DealCommand::Exit { deal, before_upload }) => {
+            let deal = match deal {
+                Some(d) => d,
+                None => OwnerState::load(&ctx.state_path)?.deal,
+            };
+            if before_upload {
+                let tx = ctx.market.exit_before_upload(deal).await.context("exitBeforeUpload")?;
+                Ok(Output::new(
+                    format!("deal {deal} ended before upload: escrow back to the owner, collateral to the provider (tx {tx})"),
+                    json!({"deal": deal, "exit": "before-upload", "tx": tx}),
+                ))
+            } else {
+                let n = ctx.market.request_exit(deal).await.context("requestExit")?;
+                let d = ctx.market.get_deal(deal).await?;
+                let params = ctx.market.params().await?;
+                let end = params.last_deadline(&d);
+                Ok(Output::new(
+                    format!("deal {deal} will end after epoch {} (its last deadline is at timestamp {end}); prove until then", n.saturating_sub(1)),
+                    json!({"deal": deal, "exit": "requested", "num_epochs": n, "last_deadline": end}),
+                ))
+            }
         }
         OwnerCommand::Upload { file } => {
             let mut state = OwnerState::load(&ctx.state_path)?;
