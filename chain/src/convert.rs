@@ -6,7 +6,7 @@ use crate::error::ChainError;
 use alloy::signers::local::PrivateKeySigner;
 use alloy::signers::SignerSync;
 use alloy_primitives::{Bytes, B256};
-use dpor_core::audit::{EpochSample, RunTag};
+use dpor_core::audit::{ChunkSample, RunTag};
 use dpor_core::digest::Digest;
 use dpor_core::merkle::chunk_proof;
 
@@ -80,8 +80,8 @@ pub fn sample_proof(
     })
 }
 
-/// [`sample_proof`] for one [`EpochSample`] of an epoch proof or a dispute.
-pub fn sample_proof_for(coded_block: &[u8], run_path: Vec<B256>, s: &EpochSample) -> Result<SampleProof, ChainError> {
+/// [`sample_proof`] for one [`ChunkSample`] of an epoch proof or a dispute.
+pub fn sample_proof_for(coded_block: &[u8], run_path: Vec<B256>, s: &ChunkSample) -> Result<SampleProof, ChainError> {
     sample_proof(coded_block, run_path, s.tag, s.position, s.chunk)
 }
 

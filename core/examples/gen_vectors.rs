@@ -5,7 +5,7 @@
 //! Usage: `cargo run -p dpor-core --example gen_vectors > contracts/test/fixtures/vectors.json`
 
 use alloy_primitives::{address, Address, B256, U256};
-use dpor_core::audit::{epoch_samples, RunTag};
+use dpor_core::audit::{epoch_block_samples, RunTag};
 use dpor_core::block::BlockFormat;
 use dpor_core::checksum::{OwnerKeys, Place};
 use dpor_core::digest::Digest;
@@ -127,18 +127,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .enumerate()
     {
         let seed = alloy_primitives::keccak256([s as u8; 32]);
-        let samples = epoch_samples(seed, *dh, *n, *t, coded, 4);
+        let samples = epoch_block_samples(seed, *dh, *n, *t, 4);
         epoch.push(json!({"seed": seed.to_string(), "digestHash": dh.to_string(), "numBlocks": n, "writeCount": t,
             "codedBlockBytes": coded, "count": 4,
             "runTags": samples.iter().map(|x| x.tag.0).collect::<Vec<_>>(),
-            "positions": samples.iter().map(|x| x.position).collect::<Vec<_>>(),
-            "chunks": samples.iter().map(|x| x.chunk).collect::<Vec<_>>()}));
+            "positions": samples.iter().map(|x| x.position).collect::<Vec<_>>()}));
         if s == 0 {
-            for x in samples {
+            // Dispute-style chunk proofs (the challenger names the chunk) at the epoch's samples.
+            let chunks = dpor_core::merkle::chunk_count(coded) as u64;
+            for (j, x) in samples.into_iter().enumerate() {
+                let chunk_index = (x.position * 7 + j as u64 * 11) % chunks;
                 let (_, b, tree) = runs.iter().find(|r| r.0 == x.tag).ok_or("sample names a run not in the digest")?;
-                let (chunk, chunk_path) = merkle::chunk_proof(&b[x.position as usize], x.chunk)?;
+                let (chunk, chunk_path) = merkle::chunk_proof(&b[x.position as usize], chunk_index)?;
                 sample_proofs.push(json!({"digestIndex": 0, "seed": seed.to_string(), "runTag": x.tag.0, "position": x.position,
-                    "chunkIndex": x.chunk, "chunk": hex0x(&chunk), "chunkPath": roots(&chunk_path),
+                    "chunkIndex": chunk_index, "chunk": hex0x(&chunk), "chunkPath": roots(&chunk_path),
                     "runPath": roots(&tree.path(x.position)?)}));
             }
         }

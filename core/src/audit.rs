@@ -10,7 +10,7 @@ use crate::block::BlockFormat;
 use crate::checksum::{OwnerKeys, RHO};
 use crate::digest::Digest;
 use crate::field::Fp;
-use crate::merkle::{self, chunk_count, MerkleError};
+use crate::merkle::{self, MerkleError};
 use alloy_primitives::{keccak256, B256, U256};
 use std::sync::OnceLock;
 use thiserror::Error;
@@ -49,10 +49,10 @@ pub fn audit_domain() -> B256 {
     *D.get_or_init(|| keccak256(b"dpor.audit.v1"))
 }
 
-/// keccak256("dpor.epoch.v1").
-pub fn epoch_domain() -> B256 {
+/// keccak256("dpor.epoch.v2"): the domain of the epoch sample rule (docs/ENCODING.md §8).
+pub fn epoch_domain_v2() -> B256 {
     static D: OnceLock<B256> = OnceLock::new();
-    *D.get_or_init(|| keccak256(b"dpor.epoch.v1"))
+    *D.get_or_init(|| keccak256(b"dpor.epoch.v2"))
 }
 
 fn hash_words(words: &[B256]) -> U256 {
@@ -84,54 +84,68 @@ pub fn audit_positions(seed: B256, digest_hash: B256, tag: RunTag, size: u64, la
         .collect()
 }
 
-/// One sample of the on-chain epoch proof: a 128-byte chunk of a coded block.
+/// One sample of the on-chain epoch proof (docs/ENCODING.md §8, "dpor.epoch.v2"): the
+/// WHOLE coded block at `position` of run `tag` (docs/CONTRACTS.md §5 on why whole blocks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BlockSample {
+    /// The run (0 = C, ℓ + 1 = level ℓ).
+    pub tag: RunTag,
+    /// Position in the run.
+    pub position: u64,
+}
+
+/// The per-deal sample seed S = keccak256(abi.encode(globalSeed, dealId, epoch))
+/// (docs/ENCODING.md §9) from the seed of the global epoch.
+pub fn sample_seed(global_seed: B256, deal_id: u64, epoch: u64) -> B256 {
+    B256::from(hash_words(&[global_seed, word(deal_id), word(epoch)]))
+}
+
+/// The runs of a digest with N = `num_blocks` and write count t, in run order (C, then
+/// the filled levels ascending; ENCODING §6): (tag, size in coded blocks).
+pub fn runs_in_order(num_blocks: u64, write_count: u64) -> Vec<(RunTag, u64)> {
+    let mut runs = vec![(RunTag::C, num_blocks.saturating_mul(2))];
+    for level in 0..64u32 {
+        if (write_count >> level) & 1 == 1 {
+            // Level ℓ holds 2^(ℓ+1) coded blocks (ℓ < log2 N ≤ 62 for any real deal).
+            runs.push((RunTag::level(level), if level < 63 { 2u64 << level } else { u64::MAX }));
+        }
+    }
+    runs
+}
+
+/// The `count` samples of an epoch proof (docs/ENCODING.md §8, "dpor.epoch.v2") for the
+/// sample seed `seed`, the hash `digest_hash` of the digest in force, N and t:
+/// with R = 1 + popcount(t) runs in run order, `u = keccak256(abi.encode(DOMAIN, S, D)) mod R`,
+/// sample j is in run `(u + j) mod R` at position
+/// `keccak256(abi.encode(DOMAIN, S, D, j)) mod size` (a power of two: exact). So
+/// min(count, R) distinct runs are sampled, each equally likely. Deterministic; the same
+/// rule as `DporSampling.epochSample` (checked by the fixture vectors).
+pub fn epoch_block_samples(seed: B256, digest_hash: B256, num_blocks: u64, write_count: u64, count: u32) -> Vec<BlockSample> {
+    let runs = runs_in_order(num_blocks, write_count);
+    let r = U256::from(runs.len() as u64);
+    let dom = epoch_domain_v2();
+    let u = (hash_words(&[dom, seed, digest_hash]) % r).to::<u64>();
+    (0..u64::from(count))
+        .map(|j| {
+            let (tag, size) = runs[((u + j) % runs.len() as u64) as usize];
+            let h = hash_words(&[dom, seed, digest_hash, word(j)]);
+            let position = (h & U256::from(size.saturating_sub(1))).to::<u64>();
+            BlockSample { tag, position }
+        })
+        .collect()
+}
+
+/// One chunk sample: a 128-byte chunk of the coded block at `position` of run `tag`
+/// (ENCODING §2). Disputes name one (the challenger chooses the chunk, docs/CONTRACTS.md
+/// §7); epoch proofs use whole blocks ([`BlockSample`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EpochSample {
+pub struct ChunkSample {
     /// The run.
     pub tag: RunTag,
     /// Position in the run.
     pub position: u64,
     /// Chunk of the coded block.
     pub chunk: u64,
-}
-
-/// The `count` samples of an epoch proof (ENCODING.md §8): a coded block uniform
-/// over all runs of the digest laid end to end, and a chunk of it.
-pub fn epoch_samples(
-    seed: B256,
-    digest_hash: B256,
-    num_blocks: u64,
-    write_count: u64,
-    coded_block_bytes: usize,
-    count: u32,
-) -> Vec<EpochSample> {
-    let mut runs = vec![(RunTag::C, 2 * num_blocks)];
-    for level in 0..64u32 {
-        if (write_count >> level) & 1 == 1 {
-            runs.push((RunTag::level(level), 2u64 << level));
-        }
-    }
-    let total: u64 = runs.iter().map(|r| r.1).sum();
-    let chunks = chunk_count(coded_block_bytes) as u64;
-    let low_mask: U256 = (U256::from(1u8) << 128usize) - U256::from(1u8);
-    (0..count as u64)
-        .map(|j| {
-            let h = hash_words(&[epoch_domain(), seed, digest_hash, word(j)]);
-            let low: U256 = h & low_mask;
-            let mut u: u64 = (low % U256::from(total)).to::<u64>();
-            let high: U256 = h >> 128usize;
-            let chunk: u64 = (high % U256::from(chunks)).to::<u64>();
-            let mut pick = (RunTag::C, 0);
-            for (tag, size) in &runs {
-                if u < *size {
-                    pick = (*tag, u);
-                    break;
-                }
-                u -= size;
-            }
-            EpochSample { tag: pick.0, position: pick.1, chunk }
-        })
-        .collect()
 }
 
 /// One coded block as a provider returns it for an audit or spot-check.

@@ -8,7 +8,7 @@ mod common;
 use alloy_primitives::{address, keccak256, B256, U256};
 use alloy_sol_types::SolValue;
 use common::*;
-use dpor_core::audit::{self, audit_positions, epoch_samples, spot_check, RunCommitment, RunResponse, RunTag, SampleFault, SampleResponse};
+use dpor_core::audit::{self, audit_positions, epoch_block_samples, spot_check, RunCommitment, RunResponse, RunTag, SampleFault, SampleResponse};
 use dpor_core::block::BlockFormat;
 use dpor_core::checksum::{ChecksumError, OwnerKeys, Place, RHO};
 use dpor_core::code;
@@ -155,21 +155,31 @@ fn audit_positions_are_deterministic_and_in_range() {
     assert_eq!(a[0], (U256::from_be_bytes(h.0) % U256::from(1u64 << 20)).to::<u64>());
 }
 
-/// Epoch samples stay in range and cover every run in proportion to its size.
+/// Epoch samples (ENCODING §8 v2) stay in range, visit min(K, R) distinct runs in turn,
+/// and sample every run equally often whatever its size: at N = 2^10 the 2-block level 0
+/// is drawn as often as the 2048-block C (under the v1 rule it was drawn 0.1% of the time).
 #[test]
-fn epoch_samples_cover_runs_in_proportion() {
+fn epoch_samples_visit_every_run_equally() {
     let n = 1u64 << 10;
     let t = 0b1011u64; // levels 0, 1, 3: sizes 2, 4, 16; C 2048
+    let order = [RunTag::C, RunTag::level(0), RunTag::level(1), RunTag::level(3)];
     let mut counts = std::collections::HashMap::new();
-    for s in 0..4000u64 {
-        for e in epoch_samples(B256::from(U256::from(s)), B256::ZERO, n, t, 4696, 2) {
+    let trials = 4000u64;
+    for s in 0..trials {
+        let samples = epoch_block_samples(B256::from(U256::from(s)), B256::ZERO, n, t, 2);
+        assert_ne!(samples[0].tag, samples[1].tag, "K = 2 ≤ R = 4 samples hit distinct runs");
+        let i0 = order.iter().position(|&r| r == samples[0].tag).unwrap();
+        assert_eq!(samples[1].tag, order[(i0 + 1) % 4], "runs are visited in run order");
+        for e in samples {
             let size = match e.tag.as_level() { None => 2 * n, Some(l) => 2 << l };
-            assert!(e.position < size && e.chunk < 37);
+            assert!(e.position < size);
             *counts.entry(e.tag).or_insert(0u64) += 1;
         }
     }
-    let c = counts[&RunTag::C] as f64 / 8000.0;
-    assert!((c - 2048.0 / 2070.0).abs() < 0.02, "C share {c}");
+    for tag in order {
+        let share = counts[&tag] as f64 / (2 * trials) as f64;
+        assert!((share - 0.25).abs() < 0.03, "{tag} share {share}");
+    }
     assert!(!counts.contains_key(&RunTag::level(2)));
 }
 

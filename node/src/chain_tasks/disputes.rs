@@ -5,7 +5,7 @@
 use super::agent::ChainAgent;
 use super::prove::{coded_block_bytes, prove_sample, ProveError};
 use dpor_chain::DisputeState;
-use dpor_core::audit::{EpochSample, RunTag};
+use dpor_core::audit::{ChunkSample, RunTag};
 
 impl ChainAgent {
     /// Advances every dispute not closed yet.
@@ -55,7 +55,7 @@ impl ChainAgent {
         if q.gave_up || now > q.deadline {
             return;
         }
-        let sample = EpochSample { tag: RunTag(u32::from(q.run_tag)), position: q.position, chunk: u64::from(q.chunk_index) };
+        let sample = ChunkSample { tag: RunTag(u32::from(q.run_tag)), position: q.position, chunk: u64::from(q.chunk_index) };
         let block_size = self.deals.get(&deal).and_then(|t| t.info.as_ref()).map(|i| i.block_size);
         let block_size = match block_size {
             Some(b) => b,

@@ -9,7 +9,7 @@ use dpor_chain::{
     block_proof, epoch_block_samples, sample_proof, verify_block_proof, verify_sample_proof, BlockProof, BlockSample,
     SampleProof,
 };
-use dpor_core::audit::{EpochSample, RunTag};
+use dpor_core::audit::{ChunkSample, RunTag};
 use dpor_core::block::BlockFormat;
 use dpor_core::digest::Digest;
 use thiserror::Error;
@@ -91,7 +91,7 @@ pub fn prove_sample(
     deal: u64,
     digest: &Digest,
     coded_block_bytes: usize,
-    s: &EpochSample,
+    s: &ChunkSample,
 ) -> Result<SampleProof, ProveError> {
     let run = run_of(digest, s.tag)?;
     let (block, path) = runs
@@ -171,7 +171,7 @@ mod tests {
         for (tag, size, _) in d.runs() {
             for pos in 0..size {
                 for chunk in 0..3 {
-                    prove_sample(&f, 1, &d, cb, &EpochSample { tag, position: pos, chunk }).unwrap();
+                    prove_sample(&f, 1, &d, cb, &ChunkSample { tag, position: pos, chunk }).unwrap();
                 }
             }
         }
@@ -216,20 +216,20 @@ mod tests {
         let d = f.fx.digest(1, 1);
         let cb = f.fx.coded_block_bytes();
         f.lost.lock().unwrap().insert((RunTag::C, 4));
-        let s = EpochSample { tag: RunTag::C, position: 4, chunk: 1 };
+        let s = ChunkSample { tag: RunTag::C, position: 4, chunk: 1 };
         assert!(matches!(prove_sample(&f, 1, &d, cb, &s), Err(ProveError::Invalid(_))));
         // other blocks still prove
-        prove_sample(&f, 1, &d, cb, &EpochSample { position: 5, ..s }).unwrap();
+        prove_sample(&f, 1, &d, cb, &ChunkSample { position: 5, ..s }).unwrap();
         // a whole-block proof of the lost block fails too, of another passes
         assert!(matches!(prove_block(&f, 1, &d, cb, &BlockSample { tag: RunTag::C, position: 4 }), Err(ProveError::Invalid(_))));
         prove_block(&f, 1, &d, cb, &BlockSample { tag: RunTag::C, position: 5 }).unwrap();
         // a run the digest does not have
-        let none = EpochSample { tag: RunTag::level(2), position: 0, chunk: 0 };
+        let none = ChunkSample { tag: RunTag::level(2), position: 0, chunk: 0 };
         assert!(matches!(prove_sample(&f, 1, &d, cb, &none), Err(ProveError::UnknownRun { .. })));
         // a digest for other roots (e.g. a newer state) does not verify
         let other = StateFixture::new(256, 8, 3, 9).unwrap().digest(1, 1);
         assert!(matches!(
-            prove_sample(&f, 1, &other, cb, &EpochSample { position: 5, ..s }),
+            prove_sample(&f, 1, &other, cb, &ChunkSample { position: 5, ..s }),
             Err(ProveError::Invalid(_))
         ));
     }
