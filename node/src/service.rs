@@ -162,7 +162,12 @@ pub async fn start(config: &NodeConfig) -> anyhow::Result<RunningNode> {
         ..AgentConfig::default()
     };
     let (shutdown, rx) = tokio::sync::watch::channel(false);
-    let agent = ChainAgent::new(market, Arc::new(StoreRuns(store, config.misbehave)), agent_config);
+    // Cheat modes exist only in a `testing` build; a normal node is always honest.
+    #[cfg(feature = "testing")]
+    let misbehave = config.misbehave;
+    #[cfg(not(feature = "testing"))]
+    let misbehave = crate::handler::Misbehavior::None;
+    let agent = ChainAgent::new(market, Arc::new(StoreRuns(store, misbehave)), agent_config);
     let agent = tokio::spawn(agent.run(rx));
     Ok(RunningNode { peer_id, addrs, provider, server, shutdown, agent })
 }
