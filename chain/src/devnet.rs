@@ -72,9 +72,18 @@ impl Devnet {
     /// Starts anvil and deploys with `opts`.
     pub async fn start_with(opts: DevnetOptions) -> Result<Devnet, ChainError> {
         let root = repo_root();
+        let mut dev = Self::spawn_anvil(&root, &opts).await?;
+        dev.deploy(&root, &opts).await?;
+        Ok(dev)
+    }
+
+    /// Starts the real anvil binary ([`anvil_binary`]) on a free loopback port, in its
+    /// own process group (so that drop ends the whole group, should `anvil` be the npm
+    /// wrapper after all), and waits until it answers. Nothing is deployed yet.
+    async fn spawn_anvil(root: &Path, opts: &DevnetOptions) -> Result<Devnet, ChainError> {
         let err = |m: String| ChainError::Rpc { method: "devnet", message: m };
         let port = free_port().map_err(|e| err(format!("no free port: {e}")))?;
-        let anvil = anvil_binary(&root);
+        let anvil = anvil_binary(root);
         let mut cmd = Command::new(&anvil);
         cmd.args(["--host", "127.0.0.1", "--port", &port.to_string(), "--silent"])
             .stdin(Stdio::null())
@@ -83,15 +92,12 @@ impl Devnet {
         if let Some(bt) = opts.block_time {
             cmd.args(["--block-time", &format!("{}", bt.as_secs_f64())]);
         }
-        // Its own process group, so that drop can end the whole group should `anvil` be
-        // the npm wrapper after all (see [`anvil_binary`]).
         #[cfg(unix)]
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         let child = cmd.spawn().map_err(|e| err(format!("cannot start {}: {e} (run `npm install`)", anvil.display())))?;
         let rpc_url = format!("http://127.0.0.1:{port}");
         let mut dev = Devnet { child, rpc_url, market: Address::ZERO, token: Address::ZERO, chain_id: 0, deploy_block: 0 };
         dev.wait_ready().await?;
-        dev.deploy(&root, &opts).await?;
         Ok(dev)
     }
 
@@ -107,20 +113,9 @@ impl Devnet {
     ) -> Result<(Devnet, Address), ChainError> {
         let root = repo_root();
         let err = |m: String| ChainError::Rpc { method: "devnet", message: m };
-        let port = free_port().map_err(|e| err(format!("no free port: {e}")))?;
-        let bin = root.join("node_modules/.bin");
-        let mut cmd = Command::new(bin.join("anvil"));
-        cmd.args(["--host", "127.0.0.1", "--port", &port.to_string(), "--silent"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        if let Some(bt) = opts.block_time {
-            cmd.args(["--block-time", &format!("{}", bt.as_secs_f64())]);
-        }
-        let child = cmd.spawn().map_err(|e| err(format!("cannot start anvil: {e} (run `npm install`)")))?;
-        let rpc_url = format!("http://127.0.0.1:{port}");
-        let mut dev = Devnet { child, rpc_url, market: Address::ZERO, token: Address::ZERO, chain_id: 0, deploy_block: 0 };
-        dev.wait_ready().await?;
+        // The real anvil in its own process group, as `start_with` (this path once
+        // started the npm wrapper without one, and its anvil outlived the test).
+        let mut dev = Self::spawn_anvil(&root, &opts).await?;
         let genesis = dev.timestamp().await?;
         let beacon = {
             let _guard = DEPLOY_LOCK.lock().await;

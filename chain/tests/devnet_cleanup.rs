@@ -3,7 +3,7 @@
 //! ends every process of its process group.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use dpor_chain::Devnet;
+use dpor_chain::{Devnet, DevnetOptions};
 
 /// Pids of the live processes whose process group is `pgid` (Linux /proc).
 fn group_members(pgid: u32) -> Vec<u32> {
@@ -32,6 +32,28 @@ async fn dropping_a_devnet_ends_the_real_anvil() {
         return;
     }
     let dev = Devnet::start(None).await.expect("devnet (is `npm install` done?)");
+    assert_ends_cleanly(dev).await;
+}
+
+/// The beacon devnet too: it once started the npm wrapper outside a process group of
+/// its own, and its anvil outlived every test that used it (seen by script/test's
+/// leftover check).
+#[tokio::test]
+async fn dropping_a_beacon_devnet_ends_the_real_anvil() {
+    if !std::path::Path::new("/proc/self/stat").exists() {
+        eprintln!("SKIP: needs Linux /proc to list processes");
+        return;
+    }
+    let local = dpor_beacon::LocalBeacon::from_seed(b"dpor devnet cleanup beacon key 1").unwrap();
+    let (dev, _) = Devnet::start_with_beacon(DevnetOptions::default(), local.public_key_words(), 3)
+        .await
+        .expect("devnet with beacon (is `npm install` done?)");
+    assert_ends_cleanly(dev).await;
+}
+
+/// Asserts `dev` runs the anvil binary as the leader of its own process group, and
+/// that dropping it leaves no process of that group.
+async fn assert_ends_cleanly(dev: Devnet) {
     let pid = dev.pid();
     let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
     assert_eq!(

@@ -98,7 +98,8 @@ pub enum AuditorCommand {
         dispute: u64,
     },
     /// Mark an unproven epoch of DEAL missed after its deadline (anyone may): the
-    /// owner is refunded the epoch and, once a digest exists, the provider slashed.
+    /// owner is refunded the epoch's price; the provider is slashed only if a digest
+    /// was in force at the epoch's start (issue 9 finding 1: no fault before the data).
     MarkMissed {
         /// The deal.
         deal: u64,
