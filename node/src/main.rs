@@ -56,7 +56,8 @@ struct RunArgs {
     #[arg(long)]
     poll_interval_ms: Option<u64>,
     /// Testing only (cargo feature `testing`): cheat on audits (none, wrong-block,
-    /// stale-level, other-deal) or commit wrong coded blocks (commit-wrong).
+    /// stale-level, other-deal), commit wrong coded blocks (commit-wrong), or keep only
+    /// half of every coded block, for audits and epoch proofs alike (partial-blocks).
     #[cfg(feature = "testing")]
     #[arg(long, hide = true)]
     misbehave: Option<dpor_node::handler::Misbehavior>,

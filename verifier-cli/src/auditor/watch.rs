@@ -110,14 +110,19 @@ pub struct WatchArgs {
     pub once: bool,
 }
 
-/// One log line.
+/// One log line about `deal` (0: about the account, e.g. a withdrawal; the JSON line
+/// then has no `deal` field).
 fn log(ctx: &Ctx, action: &str, deal: u64, human: String, mut extra: serde_json::Value) {
     if ctx.json {
         extra["action"] = json!(action);
-        extra["deal"] = json!(deal);
+        if deal != 0 {
+            extra["deal"] = json!(deal);
+        }
         println!("{extra}");
-    } else {
+    } else if deal != 0 {
         println!("watch: deal {deal}: {human}");
+    } else {
+        println!("watch: {human}");
     }
 }
 
