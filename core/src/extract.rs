@@ -20,16 +20,17 @@ use thiserror::Error;
 /// Errors of extraction.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ExtractError {
-    /// A run could not be decoded.
-    #[error("run {tag}: {source}")]
+    /// A run could not be decoded. (The cause is the error's `source`, so that a
+    /// chain printed with `{:#}` shows it once.)
+    #[error("run {tag}")]
     Decode {
         /// The run.
         tag: RunTag,
         /// Why.
         source: DecodeError,
     },
-    /// A decoded record is not valid data.
-    #[error("run {tag}: {source}")]
+    /// A decoded record is not valid data (the cause is the error's `source`).
+    #[error("run {tag}")]
     Record {
         /// The run.
         tag: RunTag,
