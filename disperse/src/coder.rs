@@ -6,6 +6,16 @@
 //! [`StripeCoder::parity_delta`] what a write of one data block adds to each parity
 //! block.
 //!
+//! **Runs of stripes.** The library codes each 64-byte chunk of a shard on its own (32
+//! GF(2^16) symbols, low bytes then high bytes), and every step of the code is applied
+//! chunk by chunk except the erasure locator, which depends only on which shards are
+//! missing. So when β is a multiple of 64, blocks that are r consecutive stripes
+//! (r·β bytes per shard) code exactly as r separate stripes (test
+//! `a_run_codes_as_its_stripes`), and decoding pays the locator (an O(2^16 log 2^16)
+//! transform, ≈ 0.3 ms) once per run instead of once per stripe. `encode` and
+//! `decode` accept such runs; `split_file` and `join_file` use runs of up to
+//! [`RUN_BYTES`] per shard.
+//!
 //! **Parity updates (issue 12, "linear in the change").** The code is linear: the parity
 //! of a stripe is P(d) = Σ_j G_j·d_j over GF(2^16), so for a write of data block j from
 //! `old` to `new`, P(new stripe) = P(old stripe) + G_j·(new − old), and in characteristic
@@ -79,10 +89,23 @@ pub enum CodeError {
         /// stripes · β.
         expected: u64,
     },
+    /// Blocks of a run of stripes are not all one length, a multiple of β (several
+    /// stripes at once also need β to be a multiple of 64, see [`StripeCoder::batches`]).
+    #[error("blocks of {got} bytes are not a run of whole stripes of β = {beta} bytes (several stripes at once need β a multiple of 64)")]
+    RunLength {
+        /// A block's length.
+        got: usize,
+        /// β.
+        beta: usize,
+    },
     /// The erasure-coding library refused (should not happen for a valid geometry).
     #[error("erasure coding: {0}")]
     Library(#[from] reed_solomon_simd::Error),
 }
+
+/// Bytes per shard that `split_file` and `join_file` code at once (when β is a
+/// multiple of 64): 128 KiB, 32 stripes of 4 KiB.
+pub const RUN_BYTES: usize = 128 << 10;
 
 /// A reusable encoder and decoder for one [`Geometry`] (keeps its working space between
 /// stripes).
@@ -136,17 +159,45 @@ impl StripeCoder {
         Ok(())
     }
 
+    /// Stripes that may be coded at once: 1 unless β is a multiple of 64 (module docs).
+    pub fn batches(&self) -> bool {
+        self.geometry.beta().is_multiple_of(64)
+    }
+
+    /// Checks that `len` is a run of whole stripes this coder may code at once.
+    fn check_run(&self, len: usize) -> Result<(), CodeError> {
+        let beta = self.geometry.beta();
+        if len == beta || (len > 0 && len.is_multiple_of(beta) && self.batches()) {
+            Ok(())
+        } else {
+            Err(CodeError::RunLength { got: len, beta })
+        }
+    }
+
+    /// Stripes per run in `split_file`/`join_file`.
+    fn run_stripes(&self) -> usize {
+        if self.batches() {
+            (RUN_BYTES / self.geometry.beta()).max(1)
+        } else {
+            1
+        }
+    }
+
     /// The n − k parity blocks of a stripe from its k data blocks (each β bytes), in
-    /// shard order k..n.
+    /// shard order k..n; or of a run of stripes (each "block" r·β bytes, module docs).
     pub fn encode<B: AsRef<[u8]>>(&mut self, data: &[B]) -> Result<Vec<Vec<u8>>, CodeError> {
-        let (k, m, beta) = Self::counts(&self.geometry);
+        let (k, m, _) = Self::counts(&self.geometry);
         if data.len() != k {
             return Err(CodeError::DataCount { got: data.len(), expected: k });
         }
+        let len = data[0].as_ref().len();
+        self.check_run(len)?;
         for (j, d) in data.iter().enumerate() {
-            self.check_len(ShardIndex(j as u16), d.as_ref())?;
+            if d.as_ref().len() != len {
+                return Err(CodeError::BlockLength { shard: ShardIndex(j as u16), got: d.as_ref().len(), expected: len });
+            }
         }
-        self.encoder.reset(k, m, beta)?;
+        self.encoder.reset(k, m, len)?;
         for d in data {
             self.encoder.add_original_shard(d.as_ref())?;
         }
@@ -158,15 +209,22 @@ impl StripeCoder {
     /// blocks, each named by its shard. Data blocks given are used as they are; missing
     /// ones are rebuilt from parity. Extra blocks beyond k are ignored (data first).
     ///
+    /// The blocks may also be runs of stripes (all r·β bytes, module docs); the result
+    /// then is the k data runs.
+    ///
     /// Errors: [`CodeError::TooFewShards`] with fewer than k distinct shards,
     /// [`CodeError::DuplicateShard`], a bad index or length.
     pub fn decode(&mut self, blocks: &[(ShardIndex, &[u8])]) -> Result<Vec<Vec<u8>>, CodeError> {
         let g = self.geometry;
-        let (k, m, beta) = Self::counts(&g);
+        let (k, m, _) = Self::counts(&g);
+        let len = blocks.first().map_or(g.beta(), |b| b.1.len());
+        self.check_run(len)?;
         let mut by_shard: Vec<Option<&[u8]>> = vec![None; g.total_shards() as usize];
         for &(shard, block) in blocks {
             g.check_shard(shard)?;
-            self.check_len(shard, block)?;
+            if block.len() != len {
+                return Err(CodeError::BlockLength { shard, got: block.len(), expected: len });
+            }
             if by_shard[shard.get()].replace(block).is_some() {
                 return Err(CodeError::DuplicateShard(shard));
             }
@@ -177,7 +235,7 @@ impl StripeCoder {
         }
         let data_have = by_shard[..k].iter().filter(|b| b.is_some()).count();
         if data_have < k {
-            self.decoder.reset(k, m, beta)?;
+            self.decoder.reset(k, m, len)?;
             for (j, b) in by_shard[..k].iter().enumerate() {
                 if let Some(b) = b {
                     self.decoder.add_original_shard(j, b)?;
@@ -262,21 +320,23 @@ impl StripeCoder {
         let g = self.geometry;
         let stripes = g.stripes(file.len() as u64)? as usize;
         let (k, _, beta) = Self::counts(&g);
-        let mut shards: Vec<Vec<u8>> = (0..g.total_shards()).map(|_| Vec::with_capacity(stripes * beta)).collect();
-        let mut data = vec![vec![0u8; beta]; k];
-        for s in 0..stripes {
-            for (j, block) in data.iter_mut().enumerate() {
-                block.fill(0);
-                let start = (s * k + j) * beta;
-                if start < file.len() {
-                    let end = (start + beta).min(file.len());
-                    block[..end - start].copy_from_slice(&file[start..end]);
-                }
-                shards[j].extend_from_slice(block);
+        let mut shards: Vec<Vec<u8>> = (0..g.total_shards()).map(|_| vec![0u8; stripes * beta]).collect();
+        for (b, chunk) in file.chunks(beta).enumerate() {
+            let (shard, stripe) = g.locate(b as u64);
+            let at = stripe as usize * beta;
+            shards[shard.get()][at..at + chunk.len()].copy_from_slice(chunk);
+        }
+        let run = self.run_stripes();
+        let mut s = 0;
+        while s < stripes {
+            let r = run.min(stripes - s);
+            let at = s * beta..(s + r) * beta;
+            let data: Vec<&[u8]> = shards[..k].iter().map(|d| &d[at.clone()]).collect();
+            let parity = self.encode(&data)?;
+            for (i, p) in parity.iter().enumerate() {
+                shards[k + i][at.clone()].copy_from_slice(p);
             }
-            for (i, p) in self.encode(&data)?.into_iter().enumerate() {
-                shards[k + i].extend_from_slice(&p);
-            }
+            s += r;
         }
         Ok(shards)
     }
@@ -298,17 +358,26 @@ impl StripeCoder {
                 }
             }
         }
-        let beta = g.beta();
-        let mut out = Vec::with_capacity(stripes * beta * g.data_shards() as usize);
-        for s in 0..stripes {
+        let (k, _, beta) = Self::counts(&g);
+        let mut out = vec![0u8; stripes * beta * k];
+        let run = self.run_stripes();
+        let mut s = 0;
+        while s < stripes {
+            let r = run.min(stripes - s);
+            let at = s * beta..(s + r) * beta;
             let blocks: Vec<(ShardIndex, &[u8])> = shards
                 .iter()
                 .enumerate()
-                .filter_map(|(i, sh)| sh.map(|sh| (ShardIndex(i as u16), &sh[s * beta..(s + 1) * beta])))
+                .filter_map(|(i, sh)| sh.map(|sh| (ShardIndex(i as u16), &sh[at.clone()])))
                 .collect();
-            for block in self.decode(&blocks)? {
-                out.extend_from_slice(&block);
+            // Data run j holds file blocks (s + t)·k + j for t in 0..r.
+            for (j, data) in self.decode(&blocks)?.iter().enumerate() {
+                for (t, block) in data.chunks_exact(beta).enumerate() {
+                    let b = (s + t) * k + j;
+                    out[b * beta..(b + 1) * beta].copy_from_slice(block);
+                }
             }
+            s += r;
         }
         out.truncate(file_bytes as usize);
         Ok(out)

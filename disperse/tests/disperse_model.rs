@@ -11,22 +11,22 @@ use dpor_disperse::{Geometry, ShardIndex};
 use proptest::prelude::*;
 use proptest::sample::subsequence;
 
-/// Small blocks so that many stripes fit in a case; β = 4096 is covered separately.
-const BETA: u32 = 64;
+/// Small blocks so that many stripes fit in a case (β = 4096 is covered separately):
+/// multiples of 64 (coded in runs of stripes) and others (coded stripe by stripe).
+const BETAS: [u32; 4] = [2, 64, 96, 128];
 
-/// (k, n, file) with 1 ≤ k < n ≤ 16 and 1..=20 stripes' worth of bytes.
-fn shape_and_file() -> impl Strategy<Value = (u16, u16, Vec<u8>)> {
-    (2u16..=16)
-        .prop_flat_map(|n| (1u16..n, Just(n)))
-        .prop_flat_map(|(k, n)| {
-            let max = (k as usize) * (BETA as usize) * 20;
-            (Just(k), Just(n), proptest::collection::vec(any::<u8>(), 1..=max))
+/// (k, n, β, file) with 1 ≤ k < n ≤ 16 and 1..=20 stripes' worth of bytes.
+fn shape_and_file() -> impl Strategy<Value = (u16, u16, u32, Vec<u8>)> {
+    (2u16..=16, proptest::sample::select(&BETAS[..]))
+        .prop_flat_map(|(n, beta)| (1u16..n, Just(n), Just(beta)))
+        .prop_flat_map(|(k, n, beta)| {
+            let max = (k as usize) * (beta as usize) * 20;
+            (Just(k), Just(n), Just(beta), proptest::collection::vec(any::<u8>(), 1..=max))
         })
 }
 
 /// The reference layout: the β-byte block of data shard `j` at `stripe`.
-fn model_block(file: &[u8], k: usize, j: usize, stripe: usize) -> Vec<u8> {
-    let beta = BETA as usize;
+fn model_block(file: &[u8], beta: usize, k: usize, j: usize, stripe: usize) -> Vec<u8> {
     let start = (stripe * k + j) * beta;
     let mut b = vec![0u8; beta];
     if start < file.len() {
@@ -51,20 +51,29 @@ proptest! {
     /// decodes to the file byte for byte.
     #[test]
     fn split_then_decode_after_up_to_n_minus_k_losses(
-        (k, n, file) in shape_and_file(),
+        (k, n, beta, file) in shape_and_file(),
         seed in any::<u64>(),
     ) {
-        let g = Geometry::new(k, n, BETA).unwrap();
+        let g = Geometry::new(k, n, beta).unwrap();
+        let b = beta as usize;
         let mut coder = StripeCoder::new(g).unwrap();
         let shards = coder.split_file(&file).unwrap();
         let stripes = g.stripes(file.len() as u64).unwrap() as usize;
         prop_assert_eq!(shards.len(), n as usize);
         for (j, shard) in shards.iter().enumerate() {
-            prop_assert_eq!(shard.len(), stripes * BETA as usize);
+            prop_assert_eq!(shard.len(), stripes * b);
             if j < k as usize {
                 for s in 0..stripes {
-                    prop_assert_eq!(&shard[s * BETA as usize..(s + 1) * BETA as usize], &model_block(&file, k as usize, j, s)[..]);
+                    prop_assert_eq!(&shard[s * b..(s + 1) * b], &model_block(&file, b, k as usize, j, s)[..]);
                 }
+            }
+        }
+        // Parity: each stripe's parity equals encoding that stripe alone.
+        for s in 0..stripes {
+            let data: Vec<&[u8]> = shards[..k as usize].iter().map(|d| &d[s * b..(s + 1) * b]).collect();
+            let parity = coder.encode(&data).unwrap();
+            for (i, p) in parity.iter().enumerate() {
+                prop_assert_eq!(&shards[k as usize + i][s * b..(s + 1) * b], &p[..]);
             }
         }
         // A random set of lost shards of random size 0..=n−k.
@@ -83,10 +92,10 @@ proptest! {
     /// Losing n − k + 1 shards is a clear error, never a wrong file.
     #[test]
     fn one_loss_too_many_is_an_error(
-        (k, n, file) in shape_and_file(),
+        (k, n, beta, file) in shape_and_file(),
         lost in (2u16..=16).prop_flat_map(|n| subsequence((0..n as usize).collect::<Vec<_>>(), 0..=n as usize)),
     ) {
-        let g = Geometry::new(k, n, BETA).unwrap();
+        let g = Geometry::new(k, n, beta).unwrap();
         let mut coder = StripeCoder::new(g).unwrap();
         let shards = coder.split_file(&file).unwrap();
         // Lose exactly n − k + 1 shards: the ones drawn that exist, topped up in order.
@@ -114,17 +123,18 @@ proptest! {
     /// Every parity update equals re-encoding the stripe.
     #[test]
     fn writes_then_decode_equal_the_model(
-        (k, n, file) in shape_and_file(),
-        writes in proptest::collection::vec((any::<u64>(), proptest::collection::vec(any::<u8>(), BETA as usize)), 1..12),
+        (k, n, beta, file) in shape_and_file(),
+        writes in proptest::collection::vec((any::<u64>(), proptest::collection::vec(any::<u8>(), 128)), 1..12),
         lost_seed in any::<u64>(),
     ) {
-        let g = Geometry::new(k, n, BETA).unwrap();
-        let beta = BETA as usize;
+        let g = Geometry::new(k, n, beta).unwrap();
+        let beta = beta as usize;
         let mut coder = StripeCoder::new(g).unwrap();
         let mut shards = coder.split_file(&file).unwrap();
         let file_blocks = g.file_blocks(file.len() as u64).unwrap();
         let mut model = file.clone();
-        for (pick, new) in writes {
+        for (pick, mut new) in writes {
+            new.truncate(beta);
             let b = pick % file_blocks;
             // The model: the block's bytes within the file (a write past L is cut off, as
             // the file keeps its length).
@@ -157,13 +167,14 @@ proptest! {
     #[test]
     fn encoding_is_linear(
         (k, n) in (2u16..=16).prop_flat_map(|n| (1u16..n, Just(n))),
+        beta in proptest::sample::select(&BETAS[..]),
         seed in any::<u64>(),
     ) {
         use rand::{RngCore, SeedableRng};
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-        let g = Geometry::new(k, n, BETA).unwrap();
+        let g = Geometry::new(k, n, beta).unwrap();
         let mut coder = StripeCoder::new(g).unwrap();
-        let mut block = || { let mut b = vec![0u8; BETA as usize]; rng.fill_bytes(&mut b); b };
+        let mut block = || { let mut b = vec![0u8; beta as usize]; rng.fill_bytes(&mut b); b };
         let a: Vec<Vec<u8>> = (0..k).map(|_| block()).collect();
         let b: Vec<Vec<u8>> = (0..k).map(|_| block()).collect();
         let ab: Vec<Vec<u8>> = a.iter().zip(&b).map(|(x, y)| x.iter().zip(y).map(|(p, q)| p ^ q).collect()).collect();
@@ -212,6 +223,7 @@ fn bad_input_is_a_clear_error() {
     let short = [1u8; 63];
     assert!(matches!(coder.encode(&[&b[..]]), Err(CodeError::DataCount { got: 1, expected: 2 })));
     assert!(matches!(coder.encode(&[&b[..], &short[..]]), Err(CodeError::BlockLength { got: 63, .. })));
+    assert!(matches!(coder.encode(&[&short[..], &short[..]]), Err(CodeError::RunLength { got: 63, .. })));
     assert!(matches!(
         coder.decode(&[(ShardIndex(0), &b[..]), (ShardIndex(0), &b[..])]),
         Err(CodeError::DuplicateShard(ShardIndex(0)))
@@ -226,4 +238,41 @@ fn bad_input_is_a_clear_error() {
     ));
     // The coder is still usable after every error above.
     assert_eq!(coder.join_file(200, &[None, Some(&shards[1]), None, Some(&shards[3])]).unwrap(), vec![5u8; 200]);
+}
+
+/// A run of r stripes (r·β bytes per shard, β a multiple of 64) encodes and decodes
+/// exactly as its r stripes one by one: what `split_file` and `join_file` rely on.
+#[test]
+fn a_run_codes_as_its_stripes() {
+    use rand::{RngCore, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+    for (k, n, beta, r) in [(4u16, 6u16, 4096u32, 5usize), (3, 7, 64, 9), (10, 16, 192, 3)] {
+        let g = Geometry::new(k, n, beta).unwrap();
+        let b = beta as usize;
+        let mut coder = StripeCoder::new(g).unwrap();
+        assert!(coder.batches());
+        let runs: Vec<Vec<u8>> = (0..k)
+            .map(|_| {
+                let mut v = vec![0u8; r * b];
+                rng.fill_bytes(&mut v);
+                v
+            })
+            .collect();
+        let parity = coder.encode(&runs).unwrap();
+        for s in 0..r {
+            let data: Vec<&[u8]> = runs.iter().map(|d| &d[s * b..(s + 1) * b]).collect();
+            for (i, p) in coder.encode(&data).unwrap().iter().enumerate() {
+                assert_eq!(&parity[i][s * b..(s + 1) * b], &p[..], "{k}-of-{n} β {beta} stripe {s} parity {i}");
+            }
+        }
+        // Decode the run from the last k shards.
+        let all: Vec<&[u8]> = runs.iter().chain(parity.iter()).map(|v| v.as_slice()).collect();
+        let given: Vec<(ShardIndex, &[u8])> = (n - k..n).map(|i| (ShardIndex(i), all[i as usize])).collect();
+        assert_eq!(coder.decode(&given).unwrap(), runs);
+    }
+    // Not a multiple of 64: one stripe at a time only.
+    let mut coder = StripeCoder::new(Geometry::new(2, 3, 96).unwrap()).unwrap();
+    assert!(!coder.batches());
+    let two = [0u8; 192];
+    assert!(matches!(coder.encode(&[&two[..], &two[..]]), Err(CodeError::RunLength { got: 192, beta: 96 })));
 }
