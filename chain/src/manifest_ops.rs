@@ -193,3 +193,29 @@ impl ManifestRegistry {
         Ok(files.into_values().collect())
     }
 }
+
+impl Market {
+    /// Every account that registered as a provider (`ProviderRegistered` logs from block
+    /// `from_block` on), in registration order, without repeats. Read each one's current
+    /// terms with [`Market::get_provider`].
+    pub async fn registered_providers(&self, from_block: u64) -> Result<Vec<Address>, ChainError> {
+        use crate::bindings::DporMarket;
+        let filter = Filter::new()
+            .address(self.address())
+            .event_signature(DporMarket::ProviderRegistered::SIGNATURE_HASH)
+            .from_block(from_block);
+        let logs: Vec<Log> = self.provider.get_logs(&filter).await.map_err(|e| rpc_err("ProviderRegistered logs", e))?;
+        let mut out: Vec<Address> = Vec::new();
+        for l in &logs {
+            let e = l
+                .log_decode::<DporMarket::ProviderRegistered>()
+                .map_err(|e| ChainError::Decode(format!("ProviderRegistered log: {e}")))?
+                .inner
+                .data;
+            if !out.contains(&e.provider) {
+                out.push(e.provider);
+            }
+        }
+        Ok(out)
+    }
+}

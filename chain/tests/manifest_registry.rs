@@ -26,6 +26,8 @@ async fn record_read_repair_and_rebuild_from_logs() {
     let ps = [provider(&dev, 1).await, provider(&dev, 3).await, provider(&dev, 4).await, provider(&dev, 5).await];
     let owner = dev.client(2).await.unwrap();
     let me = owner.account().unwrap();
+    let listed = owner.registered_providers(0).await.unwrap();
+    assert_eq!(listed, ps.iter().map(|p| p.account().unwrap()).collect::<Vec<_>>());
     owner.mint(me, wei(100_000)).await.unwrap();
     owner.approve_market(wei(100_000)).await.unwrap();
     let mut deals = Vec::new();
