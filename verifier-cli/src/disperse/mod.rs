@@ -475,7 +475,11 @@ async fn get(ctx: &Ctx, dir: &Path, out: &Path) -> anyhow::Result<Output> {
     tasks.abort_all();
     ensure!(
         have == record.k as usize,
-        "only {have} of {} shards could be downloaded and verified, {} are needed: {}",
+        "{} of {} shards failed, at most {} may for a {}-of-{} file (got {have} verified shards, {} needed): {}",
+        failed.len(),
+        record.n,
+        record.n - record.k,
+        record.k,
         record.n,
         record.k,
         failed.join("; ")
