@@ -16,3 +16,14 @@ alloy::sol!(
     TestToken,
     "abi/TestToken.json"
 );
+
+/// The dispersed-file registry, in its own module: its ABI names the market's
+/// `IDporMarket.DealState`, for which `sol!` generates a second `IDporMarket`.
+pub mod file_manifest {
+    alloy::sol!(
+        #[sol(rpc, all_derives)]
+        FileManifest,
+        "abi/FileManifest.json"
+    );
+}
+pub use file_manifest::FileManifest;

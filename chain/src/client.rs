@@ -3,7 +3,7 @@
 //! `provider_ops`, `owner_ops`, `auditor_ops`, `token_ops` and `logs`; this file has
 //! the connection and the plumbing: sending, waiting for receipts, decoding reverts.
 
-use crate::bindings::{DporMarket, TestToken};
+use crate::bindings::{DporMarket, FileManifest, TestToken};
 use crate::error::ChainError;
 use alloy::contract::{CallBuilder, CallDecoder};
 use alloy::network::EthereumWallet;
@@ -189,8 +189,8 @@ pub(crate) fn contract_err(method: &'static str, e: alloy::contract::Error) -> C
 }
 
 /// The name of the custom error in revert data (market errors, then the token's
-/// ERC-20 errors, which `SafeERC20` bubbles up), a `require` string, a panic code, or
-/// the raw hex.
+/// ERC-20 errors, which `SafeERC20` bubbles up, then the file manifest's), a `require`
+/// string, a panic code, or the raw hex.
 pub fn revert_reason(data: &[u8]) -> String {
     if data.len() >= 4 {
         let sel: [u8; 4] = [data[0], data[1], data[2], data[3]];
@@ -198,6 +198,9 @@ pub fn revert_reason(data: &[u8]) -> String {
             return name.to_string();
         }
         if let Some(name) = TestToken::TestTokenErrors::name_by_selector(sel) {
+            return name.to_string();
+        }
+        if let Some(name) = FileManifest::FileManifestErrors::name_by_selector(sel) {
             return name.to_string();
         }
         if let Ok(r) = alloy_sol_types::Revert::abi_decode(data) {

@@ -51,6 +51,7 @@ pub struct Devnet {
     rpc_url: String,
     market: Address,
     token: Address,
+    manifest: Address,
     chain_id: u64,
     deploy_block: u64,
 }
@@ -96,7 +97,7 @@ impl Devnet {
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         let child = cmd.spawn().map_err(|e| err(format!("cannot start {}: {e} (run `npm install`)", anvil.display())))?;
         let rpc_url = format!("http://127.0.0.1:{port}");
-        let mut dev = Devnet { child, rpc_url, market: Address::ZERO, token: Address::ZERO, chain_id: 0, deploy_block: 0 };
+        let mut dev = Devnet { child, rpc_url, market: Address::ZERO, token: Address::ZERO, manifest: Address::ZERO, chain_id: 0, deploy_block: 0 };
         dev.wait_ready().await?;
         Ok(dev)
     }
@@ -196,6 +197,7 @@ impl Devnet {
         };
         self.token = parse_addr("DPOR_TOKEN=")?;
         self.market = parse_addr("DPOR_MARKET=")?;
+        self.manifest = parse_addr("DPOR_MANIFEST=")?;
         self.deploy_block = field("DPOR_DEPLOY_BLOCK=").and_then(|v| v.parse().ok()).unwrap_or(0);
         Ok(())
     }
@@ -213,6 +215,11 @@ impl Devnet {
     /// The market's address.
     pub fn market(&self) -> Address {
         self.market
+    }
+
+    /// The FileManifest registry's address (docs/CONTRACTS.md §10).
+    pub fn manifest(&self) -> Address {
+        self.manifest
     }
 
     /// The TestToken's address.

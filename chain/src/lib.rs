@@ -29,6 +29,7 @@ pub mod devnet_state;
 pub mod error;
 pub mod keys;
 pub mod logs;
+pub mod manifest_ops;
 pub mod owner_ops;
 pub mod provider_ops;
 pub mod sampling;
@@ -49,6 +50,7 @@ pub use devnet::{anvil_binary, Devnet, DevnetOptions};
 pub use devnet_state::StateFixture;
 pub use error::ChainError;
 pub use keys::{parse_key, ANVIL_KEYS};
+pub use manifest_ops::{FileFromLogs, FileRecord, ManifestRegistry, ShardRef};
 pub use sampling::{epoch_block_samples, sample_seed, BlockSample};
 pub use types::{
     DealInfo, DealOpenedEvent, DealState, DigestInForce, DigestRecord, DisputeInfo, DisputeOpenedEvent, DisputeState,

@@ -6,6 +6,8 @@ import {TestToken} from "../src/token/TestToken.sol";
 import {DporMarket} from "../src/DporMarket.sol";
 import {IRandomnessBeacon} from "../src/market/IRandomnessBeacon.sol";
 import {MarketParams} from "../src/lib/DporTypes.sol";
+import {IDporMarketFull} from "../src/market/IDporMarket.sol";
+import {FileManifest} from "../src/manifest/FileManifest.sol";
 
 interface VmScript {
     function envOr(string calldata, uint256) external view returns (uint256);
@@ -16,7 +18,9 @@ interface VmScript {
     function toString(uint256) external pure returns (string memory);
 }
 
-/// @notice Deploys the test token and the market (which creates its verifier and extension).
+/// @notice Deploys the test token, the market (which creates its verifier and extension)
+///         and the file manifest registry over that market (after the market, so the
+///         token and market keep their addresses: deployer nonces 0 and 1).
 ///
 ///   npx forge script contracts/script/Deploy.s.sol:Deploy --rpc-url http://127.0.0.1:8545 --broadcast
 ///
@@ -29,20 +33,21 @@ interface VmScript {
 /// warp time instead.
 /// Prints, under "== Logs ==", one `KEY=value` line each for DPOR_TOKEN, DPOR_MARKET,
 /// DPOR_CHAIN_ID, DPOR_DEPLOY_BLOCK, DPOR_VERIFIER, DPOR_EXTENSION, DPOR_BEACON,
-/// DPOR_GENESIS (epoch grid origin, a timestamp), DPOR_EPOCH_SECONDS
+/// DPOR_GENESIS (epoch grid origin, a timestamp), DPOR_EPOCH_SECONDS, DPOR_MANIFEST
 /// (shell: grep '^ *DPOR_' | tr -d ' ').
 contract Deploy {
     VmScript internal constant vm = VmScript(address(uint160(uint256(keccak256("hevm cheat code")))));
     address internal constant CONSOLE = 0x000000000000000000636F6e736F6c652e6c6f67;
     uint256 internal constant ANVIL_KEY_0 = 0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80;
 
-    function run() external returns (TestToken token, DporMarket market) {
+    function run() external returns (TestToken token, DporMarket market, FileManifest manifest) {
         uint256 key = vm.envOr("DEPLOYER_KEY", ANVIL_KEY_0);
         address beacon = vm.envOr("BEACON", address(0));
         MarketParams memory p = params();
         vm.startBroadcast(key);
         token = new TestToken();
         market = new DporMarket(IERC20(address(token)), IRandomnessBeacon(beacon), p);
+        manifest = new FileManifest(IDporMarketFull(address(market)));
         vm.stopBroadcast();
         _log(string.concat("DPOR_TOKEN=", vm.toString(address(token))));
         _log(string.concat("DPOR_MARKET=", vm.toString(address(market))));
@@ -53,6 +58,7 @@ contract Deploy {
         _log(string.concat("DPOR_BEACON=", vm.toString(beacon)));
         _log(string.concat("DPOR_GENESIS=", vm.toString(uint256(market.genesis()))));
         _log(string.concat("DPOR_EPOCH_SECONDS=", vm.toString(uint256(market.epochSeconds()))));
+        _log(string.concat("DPOR_MANIFEST=", vm.toString(address(manifest))));
     }
 
     /// @notice The market parameters from the environment (defaults in the contract doc).

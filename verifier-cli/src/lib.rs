@@ -11,11 +11,13 @@
 //! - [`owner`]: the owner's flows (§6) and commands.
 //! - [`auditor`]: the public audit and its on-chain consequences; `watch`, the long-running auditor.
 //! - [`beacon`]: `dpor beacon relay`, recording local-beacon rounds on chain.
+//! - [`disperse`]: `dpor put` / `dpor get`, a file k-of-n over n providers' deals.
 //! - [`output`]: human and JSON output.
 
 pub mod auditor;
 pub mod beacon;
 pub mod context;
+pub mod disperse;
 pub mod node_client;
 pub mod output;
 pub mod owner;

@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 use dpor_cli::auditor::{self, AuditorCommand};
 use dpor_cli::beacon::{self, BeaconCommand};
 use dpor_cli::context::{Ctx, GlobalArgs};
+use dpor_cli::disperse::{self, DisperseCommand};
 use dpor_cli::output::Output;
 use dpor_cli::owner::commands::{self as owner, OwnerCommand};
 
@@ -23,6 +24,8 @@ enum Command {
     Owner(OwnerCommand),
     #[command(flatten)]
     Auditor(AuditorCommand),
+    #[command(flatten)]
+    Disperse(DisperseCommand),
     /// The randomness beacon: relay local-beacon rounds (offline demos, tests).
     #[command(subcommand)]
     Beacon(BeaconCommand),
@@ -57,6 +60,7 @@ fn main() -> std::process::ExitCode {
         match cli.command {
             Command::Owner(c) => owner::run(&ctx, c).await,
             Command::Auditor(c) => auditor::run(&ctx, c).await,
+            Command::Disperse(c) => disperse::run(&ctx, c).await,
             Command::Beacon(c) => beacon::run(&ctx, c).await,
         }
     });

@@ -49,6 +49,16 @@ interface Vm {
     function cool(address) external;
     function expectEmit(bool, bool, bool, bool, address) external;
     function mockCall(address, bytes calldata, bytes calldata) external;
+
+    /// @notice A log recorded by {recordLogs}.
+    struct Log {
+        bytes32[] topics;
+        bytes data;
+        address emitter;
+    }
+
+    function recordLogs() external;
+    function getRecordedLogs() external returns (Log[] memory);
 }
 
 /// @notice Minimal test base: the cheatcode handle and a DSTest-style log event forge prints.

@@ -95,6 +95,11 @@ pub struct Proc {
 }
 
 impl Proc {
+    /// Takes ownership of a spawned child (killed and reaped on drop).
+    pub fn new(child: std::process::Child, name: &str) -> Proc {
+        Proc { child: Some(child), name: name.to_string() }
+    }
+
     /// kill -9 now, and reap it.
     pub fn kill9(&mut self) {
         if let Some(mut c) = self.child.take() {

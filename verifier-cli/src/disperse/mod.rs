@@ -1,0 +1,510 @@
+//! Dispersal over many providers (issue 12), built *above* the single-deal flows:
+//! `dpor put FILE --providers n --data k` stripes the file into k data and n − k parity
+//! shards (`dpor_disperse`), picks n distinct registered providers, opens one ordinary
+//! deal per shard with the `deal open` command's own code, uploads each shard with the
+//! single-deal upload flow, checkpoints each (digest v1), and records the file in the
+//! on-chain `FileManifest`. `dpor get OUT` downloads from all shards in parallel,
+//! verifies every block of each against its deal's rootU (the single-deal download),
+//! stops as soon as k shards are complete and decodes.
+//!
+//! **The file's directory** (`--dir`, default `dpor-file/`): `file.json` ([`FileDir`]:
+//! geometry, length, the registry and file id, each shard's deal and provider),
+//! `manifest.bin` (the canonical `dpor.manifest.v1` bytes) and one owner state file per
+//! shard, `shard-<i>.json` (each a normal single-deal state: `dpor --state
+//! dir/shard-3.json status` works on it).
+//!
+//! Not here yet: writes across shards, repair, recovery from the chain alone (see
+//! docs/ARCHITECTURE.md, "Dispersal").
+
+use crate::context::Ctx;
+use crate::node_client::{NodeClient, OwnerAuth};
+use crate::output::Output;
+use crate::owner::commands::{self as owner_cmd, DealCommand, OwnerCommand};
+use crate::owner::flows;
+use crate::owner_state::{OwnerState, DEFAULT_CACHE_LEVELS};
+use alloy_primitives::Address;
+use anyhow::{bail, ensure, Context};
+use clap::Subcommand;
+use dpor_chain::Market;
+use dpor_disperse::{Geometry, Manifest, ShardEntry, ShardIndex, StripeCoder};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// FileManifest's address on a fresh local anvil deployed by Deploy.s.sol (deployer nonce 2).
+pub const LOCAL_MANIFEST: &str = "0x9fE46736679d2D9a65F0992F2272dE9f3c7fa6e0";
+
+/// Dispersal commands.
+#[derive(Debug, Subcommand)]
+pub enum DisperseCommand {
+    /// Disperse FILE k-of-n: k data + (n − k) parity shards, each an ordinary deal with
+    /// a distinct registered provider; uploads, checkpoints and records the manifest on chain.
+    Put {
+        /// The file.
+        file: PathBuf,
+        /// n, providers (= shards).
+        #[arg(long)]
+        providers: u16,
+        /// k, data shards (any k shards give the file back).
+        #[arg(long)]
+        data: u16,
+        /// The file's directory (shard states, manifest); must not hold a file yet.
+        #[arg(long, default_value = "dpor-file")]
+        dir: PathBuf,
+        /// The FileManifest registry (default: its address on a fresh local anvil).
+        #[arg(long, env = "DPOR_MANIFEST", default_value = LOCAL_MANIFEST)]
+        manifest: Address,
+        /// Only providers asking at most this price per block per epoch (token base units).
+        #[arg(long)]
+        max_price: Option<u128>,
+        /// Only providers locking at least this collateral per block (token base units).
+        #[arg(long)]
+        min_collateral: Option<u128>,
+        /// λ, audit samples per run, for every shard's deal.
+        #[arg(long, default_value_t = 128)]
+        lambda: u16,
+        /// K, whole coded blocks per epoch proof (1..8).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=8))]
+        samples: u8,
+        /// Term in epochs of every deal.
+        #[arg(long, default_value_t = 100)]
+        epochs: u32,
+        /// Local chain only: mint each deal's escrow with the test token first.
+        #[arg(long)]
+        mint: bool,
+    },
+    /// Download a dispersed file from any k of its shards (all asked in parallel, every
+    /// block verified, the first k complete shards decoded) into OUT.
+    Get {
+        /// Output file.
+        out: PathBuf,
+        /// The file's directory (as given to `put`).
+        #[arg(long, default_value = "dpor-file")]
+        dir: PathBuf,
+    },
+}
+
+/// One shard in `file.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardFile {
+    /// Shard index (0..k data, k..n parity).
+    pub index: u16,
+    /// Its deal.
+    pub deal: u64,
+    /// Its provider.
+    pub provider: Address,
+    /// Its owner state file, relative to the directory.
+    pub state: String,
+}
+
+/// `file.json`: a dispersed file as the owner keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileDir {
+    /// k.
+    pub k: u16,
+    /// n.
+    pub n: u16,
+    /// β.
+    pub block_bytes: u32,
+    /// L, the file's length.
+    pub file_bytes: u64,
+    /// The FileManifest registry.
+    pub registry: Address,
+    /// The file's id there (None until recorded).
+    pub file_id: Option<u64>,
+    /// The shards placed so far, in shard order.
+    pub shards: Vec<ShardFile>,
+}
+
+impl FileDir {
+    fn path(dir: &Path) -> PathBuf {
+        dir.join("file.json")
+    }
+
+    /// Reads `dir/file.json`.
+    pub fn load(dir: &Path) -> anyhow::Result<Self> {
+        let p = Self::path(dir);
+        let text = std::fs::read_to_string(&p).with_context(|| format!("cannot read {}", p.display()))?;
+        serde_json::from_str(&text).with_context(|| format!("{} is not a dispersed file's record", p.display()))
+    }
+
+    /// Writes `dir/file.json` durably (temp file, fsync, rename).
+    pub fn save(&self, dir: &Path) -> anyhow::Result<()> {
+        let p = Self::path(dir);
+        let tmp = dir.join("file.json.tmp");
+        {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
+            f.write_all(serde_json::to_string_pretty(self)?.as_bytes())?;
+            f.sync_all()?;
+        }
+        std::fs::rename(&tmp, &p).with_context(|| format!("cannot write {}", p.display()))?;
+        Ok(())
+    }
+
+    /// The geometry.
+    pub fn geometry(&self) -> anyhow::Result<Geometry> {
+        Ok(Geometry::new(self.k, self.n, self.block_bytes)?)
+    }
+}
+
+/// Runs a dispersal command.
+pub async fn run(ctx: &Ctx, cmd: DisperseCommand) -> anyhow::Result<Output> {
+    match cmd {
+        DisperseCommand::Put {
+            file,
+            providers,
+            data,
+            dir,
+            manifest,
+            max_price,
+            min_collateral,
+            lambda,
+            samples,
+            epochs,
+            mint,
+        } => {
+            let opts = PutOptions { max_price, min_collateral, lambda, samples, epochs, mint };
+            put(ctx, &file, providers, data, &dir, manifest, &opts).await
+        }
+        DisperseCommand::Get { out, dir } => get(ctx, &dir, &out).await,
+    }
+}
+
+/// Deal terms of `put`.
+struct PutOptions {
+    max_price: Option<u128>,
+    min_collateral: Option<u128>,
+    lambda: u16,
+    samples: u8,
+    epochs: u32,
+    mint: bool,
+}
+
+/// A [`Ctx`] whose owner state file is `state` (to run the single-deal commands on one shard).
+fn shard_ctx(ctx: &Ctx, state: PathBuf) -> Ctx {
+    Ctx {
+        market: ctx.market.clone(),
+        key: ctx.key.clone(),
+        json: true,
+        progress: false,
+        state_path: state,
+        timeout: ctx.timeout,
+        node_override: None,
+    }
+}
+
+/// Picks `n` providers for shards of `blocks` blocks each: registered, with the stake,
+/// the free capacity, a price ≤ `max_price` and collateral ≥ `min_collateral`; never the
+/// owner itself, never two with one peer id. Cheapest first (ties by address).
+async fn pick_providers(
+    market: &Market,
+    n: usize,
+    blocks: u64,
+    max_price: Option<u128>,
+    min_collateral: Option<u128>,
+) -> anyhow::Result<Vec<(Address, u128)>> {
+    let me = market.account();
+    let min_stake = market.min_stake().await?;
+    let mut ok = Vec::new();
+    let mut refused = Vec::new();
+    for a in market.registered_providers(0).await? {
+        let p = market.get_provider(a).await?;
+        let why = if Some(a) == me {
+            Some("is the owner".to_string())
+        } else if !p.registered {
+            Some("is no longer registered".to_string())
+        } else if p.stake < min_stake {
+            Some("has less than the minimum stake".to_string())
+        } else if p.capacity_blocks.saturating_sub(p.used_blocks) < blocks {
+            Some(format!("has {} free blocks, a shard needs {blocks}", p.capacity_blocks.saturating_sub(p.used_blocks)))
+        } else if max_price.is_some_and(|m| p.price_per_block_epoch > m) {
+            Some(format!("asks {} per block per epoch", p.price_per_block_epoch))
+        } else if min_collateral.is_some_and(|m| p.collateral_per_block < m) {
+            Some(format!("locks only {} collateral per block", p.collateral_per_block))
+        } else {
+            None
+        };
+        match why {
+            Some(w) => refused.push(format!("{a} {w}")),
+            None => ok.push((a, p.price_per_block_epoch, p.peer_id)),
+        }
+    }
+    ok.sort_by(|x, y| x.1.cmp(&y.1).then(x.0.cmp(&y.0)));
+    let mut chosen: Vec<(Address, u128)> = Vec::new();
+    let mut peers = Vec::new();
+    for (a, price, peer) in ok {
+        if peers.contains(&peer) {
+            refused.push(format!("{a} shares a peer id with a provider already chosen"));
+            continue;
+        }
+        peers.push(peer);
+        chosen.push((a, price));
+        if chosen.len() == n {
+            return Ok(chosen);
+        }
+    }
+    bail!(
+        "only {} registered providers qualify, {n} are needed (one per shard){}",
+        chosen.len(),
+        if refused.is_empty() { String::new() } else { format!("; not chosen: {}", refused.join("; ")) }
+    )
+}
+
+/// Waits up to a minute for the provider to accept `deal`.
+async fn wait_active(market: &Market, deal: u64) -> anyhow::Result<()> {
+    for _ in 0..240 {
+        let d = market.get_deal(deal).await?;
+        match d.state {
+            dpor_chain::DealState::Active => return Ok(()),
+            dpor_chain::DealState::Open => tokio::time::sleep(Duration::from_millis(250)).await,
+            other => bail!("deal {deal} is {other:?}, not active"),
+        }
+    }
+    bail!("the provider has not accepted deal {deal} after a minute")
+}
+
+/// Dials `provider`'s node by its registered multiaddrs.
+async fn dial(market: &Market, provider: Address, timeout: Duration) -> anyhow::Result<NodeClient> {
+    let p = market.get_provider(provider).await?;
+    let mut last = None;
+    for addr in &p.multiaddrs {
+        match NodeClient::connect(addr, timeout).await {
+            Ok(c) => return Ok(c),
+            Err(e) => last = Some(e),
+        }
+    }
+    match last {
+        Some(e) => Err(e.context(format!("no address of provider {provider} answers"))),
+        None => bail!("provider {provider} registered no addresses"),
+    }
+}
+
+async fn put(
+    ctx: &Ctx,
+    file: &Path,
+    n: u16,
+    k: u16,
+    dir: &Path,
+    registry: Address,
+    opts: &PutOptions,
+) -> anyhow::Result<Output> {
+    let key = ctx.key()?.clone();
+    let started = Instant::now();
+    ensure!(!FileDir::path(dir).exists(), "{} already holds a dispersed file", dir.display());
+    let geometry = Geometry::new(k, n, dpor_disperse::geometry::DEFAULT_BLOCK_BYTES)
+        .context("--data k and --providers n must satisfy 1 ≤ k < n ≤ 256")?;
+    let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    ensure!(!bytes.is_empty(), "{} is empty", file.display());
+    let mut coder = StripeCoder::new(geometry)?;
+    let shards = coder.split_file(&bytes)?;
+    let encode_secs = started.elapsed().as_secs_f64();
+    let stripes = geometry.stripes(bytes.len() as u64)?;
+    let num_blocks = stripes.next_power_of_two();
+    let chosen = pick_providers(&ctx.market, n as usize, num_blocks, opts.max_price, opts.min_collateral).await?;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut record = FileDir {
+        k,
+        n,
+        block_bytes: geometry.block_bytes(),
+        file_bytes: bytes.len() as u64,
+        registry,
+        file_id: None,
+        shards: Vec::new(),
+    };
+
+    // (1) One deal per shard, with `deal open`'s own code (sequential: one key's nonces).
+    for (i, (provider, price)) in chosen.iter().enumerate() {
+        let name = format!("shard-{i}.json");
+        let sctx = shard_ctx(ctx, dir.join(&name));
+        let out = owner_cmd::run(
+            &sctx,
+            OwnerCommand::Deal(DealCommand::Open {
+                provider: *provider,
+                file: None,
+                blocks: Some(num_blocks),
+                block_bytes: geometry.block_bytes(),
+                lambda: opts.lambda,
+                samples: opts.samples,
+                epochs: opts.epochs,
+                price: Some(*price),
+                min_collateral: None,
+                mint: opts.mint,
+                cache_levels: DEFAULT_CACHE_LEVELS,
+                force: false,
+            }),
+        )
+        .await
+        .with_context(|| format!("opening the deal of shard {i} with {provider}"))?;
+        let deal = out.json["deal"].as_u64().context("deal open reported no deal id")?;
+        record.shards.push(ShardFile { index: i as u16, deal, provider: *provider, state: name });
+        record.save(dir)?;
+    }
+    let opened_secs = started.elapsed().as_secs_f64();
+
+    // (2) Upload every shard in parallel with the single-deal upload flow.
+    let upload_started = Instant::now();
+    let mut uploads = tokio::task::JoinSet::new();
+    for (s, data) in record.shards.iter().zip(shards) {
+        let market = ctx.market.clone();
+        let key = key.clone();
+        let timeout = ctx.timeout;
+        let path = dir.join(&s.state);
+        let s = s.clone();
+        uploads.spawn(async move {
+            let r: anyhow::Result<()> = async {
+                let mut state = OwnerState::load(&path)?;
+                wait_active(&market, s.deal).await?;
+                let node = dial(&market, s.provider, timeout).await?;
+                let auth = OwnerAuth { key: &key, chain_id: state.chain_id, market: state.market, deal: state.deal };
+                let result = flows::upload(&node, &auth, &mut state, &data, None).await;
+                state.save(&path)?;
+                result.map(|_| ())
+            }
+            .await;
+            (s.index, r.with_context(|| format!("uploading shard {} to deal {}", s.index, s.deal)))
+        });
+    }
+    while let Some(joined) = uploads.join_next().await {
+        let (_, r) = joined.context("an upload task failed")?;
+        r?;
+    }
+    let upload_secs = upload_started.elapsed().as_secs_f64();
+
+    // (3) Digest v1 of every shard, with `checkpoint`'s own code.
+    let mut entries = Vec::new();
+    for s in &record.shards {
+        let sctx = shard_ctx(ctx, dir.join(&s.state));
+        let out = owner_cmd::run(&sctx, OwnerCommand::Checkpoint)
+            .await
+            .with_context(|| format!("checkpointing shard {} (deal {})", s.index, s.deal))?;
+        let version = out.json["version"].as_u64().context("checkpoint reported no version")?;
+        entries.push(ShardEntry { deal_id: s.deal, digest_version: version });
+    }
+
+    // (4) The manifest, locally and on chain.
+    let manifest = Manifest::new(record.file_bytes, geometry, entries)?;
+    std::fs::write(dir.join("manifest.bin"), manifest.to_bytes()).context("writing manifest.bin")?;
+    let deals: Vec<u64> = record.shards.iter().map(|s| s.deal).collect();
+    let reg = ctx.market.manifest_registry(registry);
+    let file_id = reg
+        .record_file(k, n, geometry.block_bytes(), record.file_bytes, &deals)
+        .await
+        .with_context(|| format!("recording the file in the FileManifest at {registry}"))?;
+    record.file_id = Some(file_id);
+    record.save(dir)?;
+    let secs = started.elapsed().as_secs_f64();
+    Ok(Output::new(
+        format!(
+            "dispersed {} bytes {k}-of-{n} as file {file_id} in {}: {} shards of {} blocks (N = {num_blocks}), deals {:?} with {} providers; encode {:.2} s, deals {:.2} s, parallel upload {:.2} s ({:.1} MB/s of file), total {:.2} s",
+            record.file_bytes,
+            dir.display(),
+            n,
+            stripes,
+            deals,
+            n,
+            encode_secs,
+            opened_secs - encode_secs,
+            upload_secs,
+            record.file_bytes as f64 / upload_secs / 1e6,
+            secs
+        ),
+        json!({
+            "file_id": file_id, "k": k, "n": n, "file_bytes": record.file_bytes, "stripes": stripes,
+            "num_blocks": num_blocks, "deals": deals,
+            "providers": record.shards.iter().map(|s| s.provider).collect::<Vec<_>>(),
+            "encode_seconds": encode_secs, "upload_seconds": upload_secs, "seconds": secs,
+            "dir": dir,
+        }),
+    ))
+}
+
+async fn get(ctx: &Ctx, dir: &Path, out: &Path) -> anyhow::Result<Output> {
+    let started = Instant::now();
+    let record = FileDir::load(dir)?;
+    let geometry = record.geometry()?;
+    ensure!(record.shards.len() == record.n as usize, "{} lists {} of {} shards", dir.display(), record.shards.len(), record.n);
+    let shard_bytes = geometry.shard_bytes(record.file_bytes)?;
+    let mut tasks = tokio::task::JoinSet::new();
+    for s in &record.shards {
+        let market = ctx.market.clone();
+        let timeout = ctx.timeout;
+        let path = dir.join(&s.state);
+        let s = s.clone();
+        tasks.spawn(async move {
+            let r: anyhow::Result<Vec<u8>> = async {
+                let state = OwnerState::load(&path)?;
+                ensure!(state.deal == s.deal, "{} is the state of deal {}, not {}", path.display(), state.deal, s.deal);
+                ensure!(state.pending.is_none(), "shard {} has an unfinished request: run `dpor --state {} status`", s.index, path.display());
+                let node = dial(&market, s.provider, timeout).await?;
+                // Verifies every block against the deal's rootU.
+                flows::download(&node, &state, None).await
+            }
+            .await;
+            (s.index, r.with_context(|| format!("shard {} (deal {}, provider {})", s.index, s.deal, s.provider)))
+        });
+    }
+    let mut got: Vec<Option<Vec<u8>>> = vec![None; record.n as usize];
+    let mut have = 0;
+    let mut failed: Vec<String> = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        let (i, r) = match joined {
+            Ok(x) => x,
+            Err(e) => {
+                failed.push(format!("a download task failed: {e}"));
+                continue;
+            }
+        };
+        match r {
+            Ok(bytes) if bytes.len() as u64 == shard_bytes => {
+                got[i as usize] = Some(bytes);
+                have += 1;
+                if have == record.k as usize {
+                    break;
+                }
+            }
+            Ok(bytes) => failed.push(format!("shard {i}: {} bytes, a shard is {shard_bytes}", bytes.len())),
+            Err(e) => failed.push(format!("{e:#}")),
+        }
+        if failed.len() > (record.n - record.k) as usize {
+            break;
+        }
+    }
+    // The slower shards are not needed: stop them.
+    tasks.abort_all();
+    ensure!(
+        have == record.k as usize,
+        "{} of {} shards failed, at most {} may for a {}-of-{} file (got {have} verified shards, {} needed): {}",
+        failed.len(),
+        record.n,
+        record.n - record.k,
+        record.k,
+        record.n,
+        record.k,
+        failed.join("; ")
+    );
+    let used: Vec<u16> = (0..record.n).filter(|&i| got[i as usize].is_some()).collect();
+    let decode_started = Instant::now();
+    let mut coder = StripeCoder::new(geometry)?;
+    let refs: Vec<Option<&[u8]>> = got.iter().map(|g| g.as_deref()).collect();
+    let data = coder.join_file(record.file_bytes, &refs)?;
+    let decode_secs = decode_started.elapsed().as_secs_f64();
+    std::fs::write(out, &data).with_context(|| format!("cannot write {}", out.display()))?;
+    let secs = started.elapsed().as_secs_f64();
+    let parity_used = used.iter().filter(|&&i| !geometry.is_data(ShardIndex(i))).count();
+    Ok(Output::new(
+        format!(
+            "downloaded {} bytes from shards {used:?} of {} ({} parity) in {:.2} s ({:.1} MB/s; decode {:.3} s), every block verified, into {}{}",
+            data.len(),
+            record.n,
+            parity_used,
+            secs,
+            data.len() as f64 / secs / 1e6,
+            decode_secs,
+            out.display(),
+            if failed.is_empty() { String::new() } else { format!("; failed: {}", failed.join("; ")) }
+        ),
+        json!({"bytes": data.len(), "shards_used": used, "failed": failed, "seconds": secs, "decode_seconds": decode_secs, "out": out}),
+    ))
+}

@@ -1,0 +1,141 @@
+//! End to end, real processes: a file dispersed 3-of-5 over five `dpor-node`s (the
+//! harness's node and four more, each its own provider account), recorded in the
+//! on-chain FileManifest, downloaded byte for byte; then with two nodes killed -9 it
+//! still downloads from the other three (decoding from parity), and with a third
+//! killed `dpor get` fails with a clear error instead of a wrong file.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "e2e_harness/mod.rs"]
+mod harness;
+
+use dpor_chain::ANVIL_KEYS;
+use harness::{e18, node_bin, pseudo_random, within, Proc, World, OWNER, PROVIDER};
+
+/// Accounts of the four extra nodes (1 is the harness's node, 2 the owner, 3 the auditor).
+const EXTRA: [usize; 4] = [4, 5, 6, 7];
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// Starts another node as anvil account `account` (funded first); returns once it is
+/// registered on chain.
+async fn extra_node(w: &World, account: usize) -> Proc {
+    let key_file = w.path(&format!("key{account}"));
+    std::fs::write(&key_file, ANVIL_KEYS[account]).unwrap();
+    let provider = w.dev.key(account).address();
+    let p = w.client(account).await;
+    p.mint(provider, e18(1_000_000)).await.unwrap();
+    let log = std::fs::File::create(w.path(&format!("node{account}.log"))).unwrap();
+    let child = std::process::Command::new(node_bin())
+        .args(["run", "--data-dir"])
+        .arg(w.path(&format!("node{account}")))
+        .args(["--listen", "/ip4/127.0.0.1/tcp/0", "--rpc-url", w.dev.rpc_url(), "--market"])
+        .arg(format!("{:?}", w.dev.market()))
+        .arg("--provider-key-file")
+        .arg(&key_file)
+        .arg("--addr-file")
+        .arg(w.path(&format!("node{account}.addr")))
+        .args(["--poll-interval-ms", "200"])
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let mut node = Proc::new(child, &format!("dpor-node {account}"));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        assert!(node.alive(), "node {account} exited:\n{}", std::fs::read_to_string(w.path(&format!("node{account}.log"))).unwrap_or_default());
+        if p.get_provider(provider).await.map(|p| p.registered).unwrap_or(false) {
+            return node;
+        }
+        assert!(Instant::now() < deadline, "node {account} did not register within 60 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn put_3_of_5_then_get_from_any_3_and_fail_clearly_with_2() {
+    within(600, async {
+        let mut w = World::start().await;
+        let mut nodes = Vec::new();
+        for account in EXTRA {
+            nodes.push(extra_node(&w, account).await);
+        }
+        // 5 stripes of 3 × 4 KiB and a bit: the last stripe is partial.
+        let file = pseudo_random(3 * 4096 * 5 + 1234, 42);
+        std::fs::write(w.path("big.bin"), &file).unwrap();
+        let dir = w.path("file");
+        let (dir_s, file_s) = (dir.to_str().unwrap(), w.path("big.bin"));
+        let manifest = format!("{:?}", w.dev.manifest());
+        let put = w
+            .dpor(
+                OWNER,
+                &["put", file_s.to_str().unwrap(), "--providers", "5", "--data", "3", "--dir", dir_s, "--manifest", &manifest, "--lambda", "16", "--epochs", "10", "--mint"],
+            )
+            .await
+            .expect_ok("put 3-of-5");
+        eprintln!("put: {put}");
+        let deals: Vec<u64> = put["deals"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap()).collect();
+        assert_eq!(deals.len(), 5);
+
+        // On chain: the manifest names the five deals, five distinct providers, all owned
+        // by the owner, each with digest v1 posted.
+        let owner = w.client(OWNER).await;
+        let reg = owner.manifest_registry(w.dev.manifest());
+        let rec = reg.get_file(put["file_id"].as_u64().unwrap()).await.unwrap();
+        assert_eq!((rec.k, rec.n, rec.file_bytes), (3, 5, file.len() as u64));
+        assert_eq!(rec.shards.iter().map(|s| s.deal_id).collect::<Vec<_>>(), deals);
+        let mut providers: Vec<_> = rec.shards.iter().map(|s| s.provider).collect();
+        providers.sort();
+        providers.dedup();
+        assert_eq!(providers.len(), 5, "five distinct providers");
+        for d in &deals {
+            let deal = owner.get_deal(*d).await.unwrap();
+            assert_eq!(deal.owner, w.dev.key(OWNER).address());
+            assert_eq!(deal.digest_version, 1, "deal {d} checkpointed");
+        }
+        // A fresh machine finds the file from the events alone.
+        let from_logs = reg.files_of(w.dev.key(OWNER).address(), 0).await.unwrap();
+        assert_eq!(from_logs.len(), 1);
+        assert_eq!(from_logs[0].deal_ids, deals);
+
+        let (r, out) = get(&w, "all.bin").await;
+        let j = r.expect_ok("get with all nodes up");
+        assert_eq!(std::fs::read(&out).unwrap(), file);
+        assert_eq!(j["shards_used"].as_array().unwrap().len(), 3);
+
+        // Kill -9 the providers of data shards 0 and 2, found by provider address.
+        kill_shard(&mut w, &mut nodes, rec.shards[0].provider);
+        kill_shard(&mut w, &mut nodes, rec.shards[2].provider);
+        let (r, out) = get(&w, "two_down.bin").await;
+        let j = r.expect_ok("get with two nodes down");
+        assert_eq!(std::fs::read(&out).unwrap(), file, "decoded from parity byte for byte");
+        let used: Vec<u64> = j["shards_used"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+        assert_eq!(used, vec![1, 3, 4]);
+
+        // A third one down: n − k + 1 lost, a clear error and no output file.
+        kill_shard(&mut w, &mut nodes, rec.shards[1].provider);
+        let (r, out) = get(&w, "three_down.bin").await;
+        assert!(!r.ok, "get must fail with 3 of 5 down: {}", r.stdout);
+        assert!(r.stderr.contains("3 of 5 shards failed, at most 2 may for a 3-of-5 file"), "{}", r.stderr);
+        assert!(!out.exists());
+    })
+    .await;
+}
+
+/// `dpor get OUT --dir file` as the owner.
+async fn get(w: &World, out: &str) -> (harness::CliRun, std::path::PathBuf) {
+    let out = w.path(out);
+    let r = w.dpor(OWNER, &["get", out.to_str().unwrap(), "--dir", w.path("file").to_str().unwrap()]).await;
+    (r, out)
+}
+
+/// Kills -9 the node of `provider` (the harness's, account 1, or one of ours, 4..=7).
+fn kill_shard(w: &mut World, nodes: &mut [Proc], provider: dpor_chain::Address) {
+    let account = (0..10).find(|&i| w.dev.key(i).address() == provider).expect("an anvil account");
+    if account == PROVIDER {
+        w.node.kill9();
+    } else {
+        nodes[EXTRA.iter().position(|&a| a == account).expect("one of our nodes")].kill9();
+    }
+}
