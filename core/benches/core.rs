@@ -2,8 +2,11 @@
 //! process (DESIGN §12, issue "foundation" §4). Prints a Markdown section and, if
 //! `DPOR_BENCH_OUT` is set, writes it to that file.
 //!
-//! Figures are best-of-r wall times on one thread. Set `DPOR_BENCH_QUICK=1` for a
-//! smaller run (levels up to 2^12, a 16 MiB file) when checking that it works.
+//! Figures are best-of-r wall times on one thread (a one-thread rayon pool), then the
+//! parallel parts on two threads against one (issue 11: C-rebuild on 2 threads vs 1),
+//! and the keccak backends (alloy's default `sha3` against `keccak-asm`). Set
+//! `DPOR_BENCH_QUICK=1` for a smaller run (levels up to 2^12, a 16 MiB file) when
+//! checking that it works; `DPOR_BENCH_ONLY=parallel` runs only the last two sections.
 
 use alloy_primitives::keccak256;
 use ark_poly::{EvaluationDomain, Radix2EvaluationDomain};
@@ -73,7 +76,6 @@ fn main() {
     let mut rng = ChaCha20Rng::seed_from_u64(7);
     let format = BlockFormat::default();
     let w = format.width();
-    let beta = format.block_bytes() as f64;
     let mut md = String::new();
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -82,28 +84,53 @@ fn main() {
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let date = std::process::Command::new("date").arg("-u").arg("+%Y-%m-%d").output().ok()
         .and_then(|o| String::from_utf8(o.stdout).ok()).unwrap_or_default();
-    let _ = writeln!(md, "Machine: {cores} cores ({cpu}), single-threaded figures, measured {}.", date.trim());
+    let _ = writeln!(md, "Machine: {cores} cores ({cpu}), single-threaded figures unless a table says otherwise, measured {}.", date.trim());
     let _ = writeln!(md, "Block size β = 4096 bytes (s = {w} elements); MB/s count input data bytes (β per block), MiB = 2^20 bytes.\n");
+    let pool = |threads: usize| match rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
+        Ok(p) => p,
+        Err(e) => panic!("bench setup: a {threads}-thread pool: {e}"),
+    };
+    let (pool1, pool2) = (pool(1), pool(2));
+    let only_parallel = std::env::var("DPOR_BENCH_ONLY").is_ok_and(|v| v == "parallel");
+    if !only_parallel {
+        pool1.install(|| single_threaded(&mut md, quick, &mut rng, &format));
+    }
+    parallel(&mut md, quick, &mut rng, &format, &pool1, &pool2);
+    keccak_backends(&mut md, quick, &mut rng);
+
+    print!("{md}");
+    if let Ok(path) = std::env::var("DPOR_BENCH_OUT") {
+        if let Err(e) = std::fs::write(&path, &md) {
+            eprintln!("cannot write {path}: {e}");
+        }
+    }
+}
+
+/// The single-threaded figures (run inside a one-thread pool).
+fn single_threaded(md: &mut String, quick: bool, rng: &mut ChaCha20Rng, format: &BlockFormat) {
+    let format = *format;
+    let w = format.width();
+    let beta = format.block_bytes() as f64;
 
     // --- mix and whole-level encode vs ark-poly FFT ---------------------------------
     let max_log = if quick { 12 } else { 16 };
-    let _ = writeln!(md, "### `mix` and level encoding\n");
-    let _ = writeln!(md, "| level (blocks) | data | `mix` MB/s | encode level MB/s | ark-poly FFT MB/s | encode / FFT |");
-    let _ = writeln!(md, "|---|---|---|---|---|---|");
+    let _ = writeln!(*md, "### `mix` and level encoding\n");
+    let _ = writeln!(*md, "| level (blocks) | data | `mix` MB/s | encode level MB/s | ark-poly FFT MB/s | encode / FFT |");
+    let _ = writeln!(*md, "|---|---|---|---|---|---|");
     for log in (6..=max_log).step_by(2) {
         let blocks = 1usize << log;
-        let data = random_records(&mut rng, &format, blocks);
+        let data = random_records(rng, &format, blocks);
         let reps = if log <= 10 { 5 } else { 2 };
         let mut buf = data.clone();
         let (t_mix, _) = best(reps, || mix(&mut buf, w));
         let (t_enc, _) = best(reps, || code::c_rebuild(&data, log, w).map(|c| c.len()));
         let (t_fft, _) = best(reps.min(2), || ark_fft_columns(&data, w, 2 * blocks).len());
         let bytes = blocks as f64 * beta;
-        let _ = writeln!(md, "| 2^{log} | {:.0} MiB | {:.0} | {:.0} | {:.0} | {:.2}× |", bytes / MIB,
+        let _ = writeln!(*md, "| 2^{log} | {:.0} MiB | {:.0} | {:.0} | {:.0} | {:.2}× |", bytes / MIB,
             mbps(bytes, t_mix), mbps(bytes, t_enc), mbps(bytes, t_fft), t_fft.as_secs_f64() / t_enc.as_secs_f64());
         eprintln!("level 2^{log} done");
     }
-    let _ = writeln!(md, "\n`mix` is one butterfly stage over the level (its input is the two halves A0, A1);\n\
+    let _ = writeln!(*md, "\n`mix` is one butterfly stage over the level (its input is the two halves A0, A1);\n\
         \"encode level\" is the whole transform of a level from its blocks (X and Y halves: what\n\
         HRebuild amounts to over a level's lifetime, and CRebuild at the top), against\n\
         ark-poly's radix-2 FFT of the same columns onto the same 2m points.\n");
@@ -111,11 +138,11 @@ fn main() {
     // --- C-rebuild of a file ----------------------------------------------------------
     let file_log = if quick { 12 } else { 16 };
     let n = 1usize << file_log;
-    let u = random_records(&mut rng, &format, n);
+    let u = random_records(rng, &format, n);
     let (t_c, c) = best(1, || code::c_rebuild(&u, file_log, w).unwrap_or_default());
     let (t_cf, _) = best(1, || ark_fft_columns(&u, w, 2 * n).len());
-    let _ = writeln!(md, "### C-rebuild\n\n| file | CRebuild | ark-poly FFT of the same columns | ratio |\n|---|---|---|---|");
-    let _ = writeln!(md, "| {:.0} MiB (2^{file_log} blocks) | {:.2} s | {:.2} s | {:.2}× |\n", n as f64 * beta / MIB,
+    let _ = writeln!(*md, "### C-rebuild\n\n| file | CRebuild | ark-poly FFT of the same columns | ratio |\n|---|---|---|---|");
+    let _ = writeln!(*md, "| {:.0} MiB (2^{file_log} blocks) | {:.2} s | {:.2} s | {:.2}× |\n", n as f64 * beta / MIB,
         t_c.as_secs_f64(), t_cf.as_secs_f64(), t_cf.as_secs_f64() / t_c.as_secs_f64());
     eprintln!("C-rebuild done");
 
@@ -124,8 +151,8 @@ fn main() {
     let total: usize = coded_bytes.iter().map(|b| b.len()).sum();
     let (t_tree, _) = best(1, || merkle::run_tree(&coded_bytes).map(|t| t.root()));
     let (t_raw, _) = best(1, || coded_bytes.iter().map(|b| keccak256(b)[0]).fold(0u8, |a, x| a ^ x));
-    let _ = writeln!(md, "### keccak Merkle tree\n\n| input | tree (chunk trees + run tree) | raw keccak256 of each block | ratio |\n|---|---|---|---|");
-    let _ = writeln!(md, "| {:.0} MiB of coded blocks | {:.0} MB/s | {:.0} MB/s | {:.2}× |\n", total as f64 / MIB,
+    let _ = writeln!(*md, "### keccak Merkle tree\n\n| input | tree (chunk trees + run tree) | raw keccak256 of each block | ratio |\n|---|---|---|---|");
+    let _ = writeln!(*md, "| {:.0} MiB of coded blocks | {:.0} MB/s | {:.0} MB/s | {:.2}× |\n", total as f64 / MIB,
         mbps(total as f64, t_tree), mbps(total as f64, t_raw), t_raw.as_secs_f64() / t_tree.as_secs_f64());
     eprintln!("Merkle done");
     drop(coded_bytes);
@@ -133,7 +160,7 @@ fn main() {
     // --- decoding a half-erased level ---------------------------------------------------
     let dec_log = if quick { 12 } else { 16 };
     let m = 1usize << dec_log;
-    let data = random_records(&mut rng, &format, m);
+    let data = random_records(rng, &format, m);
     let run = code::c_rebuild(&data, dec_log, w).unwrap_or_default();
     let mut keep: Vec<u64> = (0..2 * m as u64).collect();
     for i in (1..keep.len()).rev() {
@@ -144,8 +171,8 @@ fn main() {
     let (t_dec, got) = best(1, || decode_run(2 * m as u64, w, Fp::from(1u64), &present));
     let ok = got.map(|g| g == data).unwrap_or(false);
     let (t_enc, _) = best(1, || code::c_rebuild(&data, dec_log, w).map(|c| c.len()));
-    let _ = writeln!(md, "### Decoding and extraction\n\n| what | time | baseline (encode of the same level) | ratio | correct |\n|---|---|---|---|---|");
-    let _ = writeln!(md, "| decode a 2^{dec_log}-block level from a random half ({:.0} MiB) | {:.2} s | {:.2} s | {:.1}× | {ok} |",
+    let _ = writeln!(*md, "### Decoding and extraction\n\n| what | time | baseline (encode of the same level) | ratio | correct |\n|---|---|---|---|---|");
+    let _ = writeln!(*md, "| decode a 2^{dec_log}-block level from a random half ({:.0} MiB) | {:.2} s | {:.2} s | {:.1}× | {ok} |",
         m as f64 * beta / MIB, t_dec.as_secs_f64(), t_enc.as_secs_f64(), t_dec.as_secs_f64() / t_enc.as_secs_f64());
     eprintln!("decode done");
     drop(run);
@@ -174,27 +201,85 @@ fn main() {
         p.truncate(size as usize / 2);
         p
     };
-    let c_keep = half(2 * n as u64, &mut rng);
+    let c_keep = half(2 * n as u64, rng);
     let c_present: Vec<(u64, &[Fp])> = c_keep.iter().map(|&p| (p, &state.c().blocks[p as usize * w..(p as usize + 1) * w])).collect();
     let mut levels = Vec::new();
     for l in 0..ext_log {
         if let Ok(Some(run)) = state.level(l) {
-            let k = half(run.size(w), &mut rng);
+            let k = half(run.size(w), rng);
             levels.push((l, k.iter().map(|&p| (p, &run.blocks[p as usize * w..(p as usize + 1) * w])).collect::<Vec<_>>()));
         }
     }
     let (t_ext, got) = best(1, || extract(&format, ext_log, state.write_count(), &c_present, &levels));
     let ok = got.map(|g| g.as_slice() == state.u()).unwrap_or(false);
     let (t_enc, _) = best(1, || code::c_rebuild(&dpor_core::state::u_records(&format, state.u()).unwrap_or_default(), ext_log, w).map(|c| c.len()));
-    let _ = writeln!(md, "| extract a {:.0} MiB file from half of C and half of each of its {} levels | {:.2} s | {:.2} s | {:.1}× | {ok} |\n",
+    let _ = writeln!(*md, "| extract a {:.0} MiB file from half of C and half of each of its {} levels | {:.2} s | {:.2} s | {:.1}× | {ok} |\n",
         n as f64 * beta / MIB, levels.len(), t_ext.as_secs_f64(), t_enc.as_secs_f64(), t_ext.as_secs_f64() / t_enc.as_secs_f64());
     let _ = y_scale(0, 1);
     eprintln!("extract done");
+}
 
-    print!("{md}");
-    if let Ok(path) = std::env::var("DPOR_BENCH_OUT") {
-        if let Err(e) = std::fs::write(&path, &md) {
-            eprintln!("cannot write {path}: {e}");
-        }
+/// Best-of-`reps` time of `f` inside `pool`.
+fn timed_in<T: Send>(pool: &rayon::ThreadPool, reps: usize, f: impl Fn() -> T + Sync) -> (Duration, T) {
+    pool.install(|| best(reps, &f))
+}
+
+/// Issue 11's figure: the rayon-parallel parts on two threads against one, on the same
+/// data in the same run, results compared for equality.
+fn parallel(md: &mut String, quick: bool, rng: &mut ChaCha20Rng, format: &BlockFormat, pool1: &rayon::ThreadPool, pool2: &rayon::ThreadPool) {
+    let w = format.width();
+    let beta = format.block_bytes() as f64;
+    let _ = writeln!(*md, "### Two threads against one (rayon)\n");
+    let _ = writeln!(*md, "| work | 1 thread | 2 threads | speed-up | same result |\n|---|---|---|---|---|");
+    let file_log = if quick { 12 } else { 16 };
+    let n = 1usize << file_log;
+    let u = random_records(rng, format, n);
+    let (t1, c1) = timed_in(pool1, 2, || code::c_rebuild(&u, file_log, w).unwrap_or_default());
+    let (t2, c2) = timed_in(pool2, 2, || code::c_rebuild(&u, file_log, w).unwrap_or_default());
+    let _ = writeln!(*md, "| C-rebuild of {:.0} MiB (2^{file_log} blocks) | {:.2} s | {:.2} s | **{:.2}×** | {} |", n as f64 * beta / MIB,
+        t1.as_secs_f64(), t2.as_secs_f64(), t1.as_secs_f64() / t2.as_secs_f64(), c1 == c2);
+    eprintln!("parallel C-rebuild done");
+    drop(c2);
+    let coded: Vec<Vec<u8>> = c1.chunks_exact(w).map(|b| format.coded_to_bytes(b).unwrap_or_default()).collect();
+    let total: usize = coded.iter().map(|b| b.len()).sum();
+    let (t1, r1) = timed_in(pool1, 1, || merkle::run_tree(&coded).map(|t| t.root()).unwrap_or_default());
+    let (t2, r2) = timed_in(pool2, 1, || merkle::run_tree(&coded).map(|t| t.root()).unwrap_or_default());
+    let _ = writeln!(*md, "| chunk trees + run tree of C ({:.0} MiB of coded blocks) | {:.2} s | {:.2} s | {:.2}× | {} |", total as f64 / MIB,
+        t1.as_secs_f64(), t2.as_secs_f64(), t1.as_secs_f64() / t2.as_secs_f64(), r1 == r2);
+    eprintln!("parallel Merkle done");
+    drop(coded);
+    // Decoding C from a random half of its blocks.
+    let mut keep: Vec<u64> = (0..2 * n as u64).collect();
+    for i in (1..keep.len()).rev() {
+        keep.swap(i, rng.gen_range(0..=i));
     }
+    keep.truncate(n);
+    let present: Vec<(u64, &[Fp])> = keep.iter().map(|&p| (p, &c1[p as usize * w..(p as usize + 1) * w])).collect();
+    let (t1, d1) = timed_in(pool1, 1, || decode_run(2 * n as u64, w, Fp::from(1u64), &present).unwrap_or_default());
+    let (t2, d2) = timed_in(pool2, 1, || decode_run(2 * n as u64, w, Fp::from(1u64), &present).unwrap_or_default());
+    let _ = writeln!(*md, "| decode C from a random half ({:.0} MiB of data) | {:.2} s | {:.2} s | {:.2}× | {} |\n", n as f64 * beta / MIB,
+        t1.as_secs_f64(), t2.as_secs_f64(), t1.as_secs_f64() / t2.as_secs_f64(), d1 == d2 && d1 == u);
+    eprintln!("parallel decode done");
+}
+
+/// alloy-primitives' `keccak256` (its default backend, RustCrypto `sha3`) against
+/// `keccak-asm` (the backend of alloy's `asm-keccak` feature) on the inputs the trees
+/// hash: 129-byte chunk leaves, 65-byte inner nodes, and whole coded blocks.
+fn keccak_backends(md: &mut String, quick: bool, rng: &mut ChaCha20Rng) {
+    use keccak_asm::Digest as _;
+    let _ = writeln!(*md, "### keccak256 backends (one thread)\n");
+    let _ = writeln!(*md, "| input | alloy `keccak256` (sha3 crate, current) | `keccak-asm` | asm / current | same hashes |\n|---|---|---|---|---|");
+    let total = if quick { 16usize << 20 } else { 64 << 20 };
+    for (what, len) in [("129-byte chunk leaves", 129usize), ("65-byte inner nodes", 65), ("4696-byte coded blocks", 4696)] {
+        let count = total / len;
+        let mut data = vec![0u8; count * len];
+        rng.fill(&mut data[..]);
+        let (t_cur, h_cur) = best(3, || data.chunks_exact(len).map(|c| keccak256(c)[0]).fold(0u8, |a, x| a ^ x));
+        let (t_asm, h_asm) = best(3, || data.chunks_exact(len).map(|c| keccak_asm::Keccak256::digest(c)[0]).fold(0u8, |a, x| a ^ x));
+        let same = data.chunks_exact(len).take(64).all(|c| keccak256(c).0[..] == keccak_asm::Keccak256::digest(c)[..]);
+        let _ = writeln!(*md, "| {what} ({:.0} MiB) | {:.0} MB/s | {:.0} MB/s | {:.2}× | {} |", (count * len) as f64 / MIB,
+            mbps((count * len) as f64, t_cur), mbps((count * len) as f64, t_asm), t_cur.as_secs_f64() / t_asm.as_secs_f64(), same && h_cur == h_asm);
+    }
+    let _ = writeln!(*md);
+    eprintln!("keccak backends done");
 }
