@@ -120,14 +120,15 @@ proptest! {
             order.swap(i, rng.gen_range(0..=i));
         }
         order.truncate(3 * m / 2);
-        let mut blocks: Vec<Vec<Fp>> = order.iter().map(|&p| run[p as usize * width..(p as usize + 1) * width].to_vec()).collect();
+        let blocks: Vec<Vec<Fp>> = order.iter().map(|&p| run[p as usize * width..(p as usize + 1) * width].to_vec()).collect();
         let clean: Vec<(u64, &[Fp])> = order.iter().zip(&blocks).map(|(p, b)| (*p, b.as_slice())).collect();
         let got = same(threads, || decode_run(2 * m as u64, width, Fp::from(1u64), &clean).unwrap());
         prop_assert_eq!(&got, &data);
-        for b in blocks.iter_mut().take(errors) {
+        let mut wrong = blocks.clone();
+        for b in wrong.iter_mut().take(errors) {
             b[rng.gen_range(0..width)] += Fp::from(1u64);
         }
-        let dirty: Vec<(u64, &[Fp])> = order.iter().zip(&blocks).map(|(p, b)| (*p, b.as_slice())).collect();
+        let dirty: Vec<(u64, &[Fp])> = order.iter().zip(&wrong).map(|(p, b)| (*p, b.as_slice())).collect();
         let fixed = same(threads, || decode_run_correcting(2 * m as u64, width, Fp::from(1u64), &dirty).unwrap());
         prop_assert_eq!(&fixed.data, &data);
         prop_assert_eq!(fixed.corrected.len(), errors);
