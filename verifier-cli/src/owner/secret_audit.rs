@@ -14,7 +14,7 @@ use crate::context::Ctx;
 use crate::node_client::NodeClient;
 use crate::output::Output;
 use crate::owner_state::{sigma_from_u64, OwnerState};
-use anyhow::{bail, ensure, Context};
+use anyhow::{ensure, Context};
 use dpor_core::checksum::RHO;
 use dpor_core::secret_audit::{challenge, verify_run, MAX_SECRET_LAMBDA};
 use dpor_core::RunId;
@@ -93,7 +93,7 @@ pub async fn secret_audit(node: &NodeClient, state: &OwnerState, lambda: u32, se
         let request = Request::SecretAudit { deal: state.deal, seed: seed.into(), lambda, runs: asks };
         let proofs = match node.call(request).await? {
             Response::SecretAudit { runs } => runs,
-            other => bail!("the node answered a secret audit with {other:?}"),
+            other => return crate::node_client::unexpected("secret-audit", &other),
         };
         ensure!(proofs.len() == batch.len(), "the node answered {} runs of the {} asked", proofs.len(), batch.len());
         for ((run, size, cached, ch), proof) in batch.iter().zip(proofs) {
