@@ -219,9 +219,29 @@ fn single_threaded(md: &mut String, quick: bool, rng: &mut ChaCha20Rng, format: 
     eprintln!("extract done");
 }
 
-/// Best-of-`reps` time of `f` inside `pool`.
-fn timed_in<T: Send>(pool: &rayon::ThreadPool, reps: usize, f: impl Fn() -> T + Sync) -> (Duration, T) {
-    pool.install(|| best(reps, &f))
+/// CPU seconds (user + system) this process has used so far, from /proc/self/stat
+/// (clock ticks of 1/100 s, Linux's USER_HZ); 0 where unavailable.
+fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else { return 0.0 };
+    // Fields after the command name (which is in parentheses and may hold spaces).
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (tick(11) + tick(12)) / 100.0 // utime, stime: fields 14 and 15 of stat(5)
+}
+
+/// The 1-minute load average, from /proc/loadavg.
+fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg").ok().and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok())).unwrap_or(0.0)
+}
+
+/// Best-of-`reps` time of `f` inside `pool`, and the cores the process got meanwhile
+/// (CPU time over wall time, all repetitions).
+fn timed_in<T: Send>(pool: &rayon::ThreadPool, reps: usize, f: impl Fn() -> T + Sync) -> (Duration, T, f64) {
+    let (cpu0, wall0) = (cpu_seconds(), Instant::now());
+    let (t, v) = pool.install(|| best(reps, &f));
+    let cores = (cpu_seconds() - cpu0) / wall0.elapsed().as_secs_f64().max(1e-9);
+    (t, v, cores)
 }
 
 /// Issue 11's figure: the rayon-parallel parts on two threads against one, on the same
@@ -230,22 +250,27 @@ fn parallel(md: &mut String, quick: bool, rng: &mut ChaCha20Rng, format: &BlockF
     let w = format.width();
     let beta = format.block_bytes() as f64;
     let _ = writeln!(*md, "### Two threads against one (rayon)\n");
-    let _ = writeln!(*md, "| work | 1 thread | 2 threads | speed-up | same result |\n|---|---|---|---|---|");
+    let _ = writeln!(*md, "Load average before: {:.1} on {} cores. \"cores used\" is the process's CPU time over wall time during the runs: \
+        with other work on the machine a second thread may get no second core, and the speed-up shows it.\n",
+        load_average(), std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    let _ = writeln!(*md, "| work | 1 thread | 2 threads | speed-up | cores used (1 / 2 threads) | same result |\n|---|---|---|---|---|---|");
+    let row = |md: &mut String, what: String, a: (Duration, f64), b: (Duration, f64), same: bool| {
+        let _ = writeln!(*md, "| {what} | {:.2} s | {:.2} s | **{:.2}×** | {:.2} / {:.2} | {same} |",
+            a.0.as_secs_f64(), b.0.as_secs_f64(), a.0.as_secs_f64() / b.0.as_secs_f64(), a.1, b.1);
+    };
     let file_log = if quick { 12 } else { 16 };
     let n = 1usize << file_log;
     let u = random_records(rng, format, n);
-    let (t1, c1) = timed_in(pool1, 2, || code::c_rebuild(&u, file_log, w).unwrap_or_default());
-    let (t2, c2) = timed_in(pool2, 2, || code::c_rebuild(&u, file_log, w).unwrap_or_default());
-    let _ = writeln!(*md, "| C-rebuild of {:.0} MiB (2^{file_log} blocks) | {:.2} s | {:.2} s | **{:.2}×** | {} |", n as f64 * beta / MIB,
-        t1.as_secs_f64(), t2.as_secs_f64(), t1.as_secs_f64() / t2.as_secs_f64(), c1 == c2);
+    let (t1, c1, k1) = timed_in(pool1, 2, || code::c_rebuild(&u, file_log, w).unwrap_or_default());
+    let (t2, c2, k2) = timed_in(pool2, 2, || code::c_rebuild(&u, file_log, w).unwrap_or_default());
+    row(md, format!("C-rebuild of {:.0} MiB (2^{file_log} blocks)", n as f64 * beta / MIB), (t1, k1), (t2, k2), c1 == c2);
     eprintln!("parallel C-rebuild done");
     drop(c2);
     let coded: Vec<Vec<u8>> = c1.chunks_exact(w).map(|b| format.coded_to_bytes(b).unwrap_or_default()).collect();
     let total: usize = coded.iter().map(|b| b.len()).sum();
-    let (t1, r1) = timed_in(pool1, 1, || merkle::run_tree(&coded).map(|t| t.root()).unwrap_or_default());
-    let (t2, r2) = timed_in(pool2, 1, || merkle::run_tree(&coded).map(|t| t.root()).unwrap_or_default());
-    let _ = writeln!(*md, "| chunk trees + run tree of C ({:.0} MiB of coded blocks) | {:.2} s | {:.2} s | {:.2}× | {} |", total as f64 / MIB,
-        t1.as_secs_f64(), t2.as_secs_f64(), t1.as_secs_f64() / t2.as_secs_f64(), r1 == r2);
+    let (t1, r1, k1) = timed_in(pool1, 1, || merkle::run_tree(&coded).map(|t| t.root()).unwrap_or_default());
+    let (t2, r2, k2) = timed_in(pool2, 1, || merkle::run_tree(&coded).map(|t| t.root()).unwrap_or_default());
+    row(md, format!("chunk trees + run tree of C ({:.0} MiB of coded blocks)", total as f64 / MIB), (t1, k1), (t2, k2), r1 == r2);
     eprintln!("parallel Merkle done");
     drop(coded);
     // Decoding C from a random half of its blocks.
@@ -255,10 +280,10 @@ fn parallel(md: &mut String, quick: bool, rng: &mut ChaCha20Rng, format: &BlockF
     }
     keep.truncate(n);
     let present: Vec<(u64, &[Fp])> = keep.iter().map(|&p| (p, &c1[p as usize * w..(p as usize + 1) * w])).collect();
-    let (t1, d1) = timed_in(pool1, 1, || decode_run(2 * n as u64, w, Fp::from(1u64), &present).unwrap_or_default());
-    let (t2, d2) = timed_in(pool2, 1, || decode_run(2 * n as u64, w, Fp::from(1u64), &present).unwrap_or_default());
-    let _ = writeln!(*md, "| decode C from a random half ({:.0} MiB of data) | {:.2} s | {:.2} s | {:.2}× | {} |\n", n as f64 * beta / MIB,
-        t1.as_secs_f64(), t2.as_secs_f64(), t1.as_secs_f64() / t2.as_secs_f64(), d1 == d2 && d1 == u);
+    let (t1, d1, k1) = timed_in(pool1, 1, || decode_run(2 * n as u64, w, Fp::from(1u64), &present).unwrap_or_default());
+    let (t2, d2, k2) = timed_in(pool2, 1, || decode_run(2 * n as u64, w, Fp::from(1u64), &present).unwrap_or_default());
+    row(md, format!("decode C from a random half ({:.0} MiB of data)", n as f64 * beta / MIB), (t1, k1), (t2, k2), d1 == d2 && d1 == u);
+    let _ = writeln!(*md, "\nLoad average after: {:.1}.\n", load_average());
     eprintln!("parallel decode done");
 }
 
@@ -266,7 +291,6 @@ fn parallel(md: &mut String, quick: bool, rng: &mut ChaCha20Rng, format: &BlockF
 /// `keccak-asm` (the backend of alloy's `asm-keccak` feature) on the inputs the trees
 /// hash: 129-byte chunk leaves, 65-byte inner nodes, and whole coded blocks.
 fn keccak_backends(md: &mut String, quick: bool, rng: &mut ChaCha20Rng) {
-    use keccak_asm::Digest as _;
     let _ = writeln!(*md, "### keccak256 backends (one thread)\n");
     let _ = writeln!(*md, "| input | alloy `keccak256` (sha3 crate, current) | `keccak-asm` | asm / current | same hashes |\n|---|---|---|---|---|");
     let total = if quick { 16usize << 20 } else { 64 << 20 };
