@@ -219,10 +219,9 @@ fn single_threaded(md: &mut String, quick: bool, rng: &mut ChaCha20Rng, format: 
     eprintln!("extract done");
 }
 
-/// CPU seconds (user + system) this process has used so far, from /proc/self/stat
-/// (clock ticks of 1/100 s, Linux's USER_HZ); 0 where unavailable.
-fn cpu_seconds() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else { return 0.0 };
+/// CPU seconds (user + system) from a stat(5) line (clock ticks of 1/100 s, Linux's
+/// USER_HZ); 0 where unreadable.
+fn stat_cpu_seconds(stat: &str) -> f64 {
     // Fields after the command name (which is in parentheses and may hold spaces).
     let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
     let f: Vec<&str> = rest.split_whitespace().collect();
@@ -230,18 +229,49 @@ fn cpu_seconds() -> f64 {
     (tick(11) + tick(12)) / 100.0 // utime, stime: fields 14 and 15 of stat(5)
 }
 
+/// CPU seconds this process has used so far (/proc/self/stat).
+fn cpu_seconds() -> f64 {
+    std::fs::read_to_string("/proc/self/stat").map(|s| stat_cpu_seconds(&s)).unwrap_or(0.0)
+}
+
+/// CPU seconds used so far by each thread of this process (/proc/self/task/*/stat).
+fn thread_cpu_seconds() -> std::collections::HashMap<String, f64> {
+    let mut out = std::collections::HashMap::new();
+    if let Ok(rd) = std::fs::read_dir("/proc/self/task") {
+        for e in rd.flatten() {
+            if let Ok(s) = std::fs::read_to_string(e.path().join("stat")) {
+                out.insert(e.file_name().to_string_lossy().into_owned(), stat_cpu_seconds(&s));
+            }
+        }
+    }
+    out
+}
+
 /// The 1-minute load average, from /proc/loadavg.
 fn load_average() -> f64 {
     std::fs::read_to_string("/proc/loadavg").ok().and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok())).unwrap_or(0.0)
 }
 
-/// Best-of-`reps` time of `f` inside `pool`, and the cores the process got meanwhile
-/// (CPU time over wall time, all repetitions).
-fn timed_in<T: Send>(pool: &rayon::ThreadPool, reps: usize, f: impl Fn() -> T + Sync) -> (Duration, T, f64) {
-    let (cpu0, wall0) = (cpu_seconds(), Instant::now());
+/// What [`timed_in`] measured besides the time.
+#[derive(Clone, Copy)]
+struct Usage {
+    /// Cores the process got: its CPU time over wall time.
+    cores: f64,
+    /// Total CPU time of all threads over the busiest thread's: the speed-up the work's
+    /// split allows when every thread has a core of its own (1 on one thread).
+    balance: f64,
+}
+
+/// Best-of-`reps` time of `f` inside `pool`, and the [`Usage`] over all repetitions.
+fn timed_in<T: Send>(pool: &rayon::ThreadPool, reps: usize, f: impl Fn() -> T + Sync) -> (Duration, T, Usage) {
+    let (cpu0, threads0, wall0) = (cpu_seconds(), thread_cpu_seconds(), Instant::now());
     let (t, v) = pool.install(|| best(reps, &f));
     let cores = (cpu_seconds() - cpu0) / wall0.elapsed().as_secs_f64().max(1e-9);
-    (t, v, cores)
+    let deltas: Vec<f64> =
+        thread_cpu_seconds().into_iter().map(|(tid, s)| s - threads0.get(&tid).copied().unwrap_or(0.0)).collect();
+    let work: f64 = deltas.iter().sum();
+    let span = deltas.iter().copied().fold(0.0, f64::max);
+    (t, v, Usage { cores, balance: if span > 0.0 { work / span } else { 1.0 } })
 }
 
 /// Issue 11's figure: the rayon-parallel parts on two threads against one, on the same
@@ -250,13 +280,15 @@ fn parallel(md: &mut String, quick: bool, rng: &mut ChaCha20Rng, format: &BlockF
     let w = format.width();
     let beta = format.block_bytes() as f64;
     let _ = writeln!(*md, "### Two threads against one (rayon)\n");
-    let _ = writeln!(*md, "Load average before: {:.1} on {} cores. \"cores used\" is the process's CPU time over wall time during the runs: \
-        with other work on the machine a second thread may get no second core, and the speed-up shows it.\n",
+    let _ = writeln!(*md, "Load average before: {:.1} on {} cores. \"cores got\" is the process's CPU time over wall time during the runs: \
+        with other work on the machine a second thread may get no second core, and then the wall-time speed-up shows the machine. \
+        \"split\" is the 2-thread run's total CPU time over its busiest thread's (ideal 2.00): the speed-up the work's division allows \
+        when each thread has a core (memory bandwidth aside), measured from per-thread CPU clocks (/proc, 10 ms ticks).\n",
         load_average(), std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
-    let _ = writeln!(*md, "| work | 1 thread | 2 threads | speed-up | cores used (1 / 2 threads) | same result |\n|---|---|---|---|---|---|");
-    let row = |md: &mut String, what: String, a: (Duration, f64), b: (Duration, f64), same: bool| {
-        let _ = writeln!(*md, "| {what} | {:.2} s | {:.2} s | **{:.2}×** | {:.2} / {:.2} | {same} |",
-            a.0.as_secs_f64(), b.0.as_secs_f64(), a.0.as_secs_f64() / b.0.as_secs_f64(), a.1, b.1);
+    let _ = writeln!(*md, "| work | 1 thread | 2 threads | wall-time speed-up | cores got (1 / 2 threads) | split (2 threads) | same result |\n|---|---|---|---|---|---|---|");
+    let row = |md: &mut String, what: String, a: (Duration, Usage), b: (Duration, Usage), same: bool| {
+        let _ = writeln!(*md, "| {what} | {:.2} s | {:.2} s | **{:.2}×** | {:.2} / {:.2} | {:.2} | {same} |",
+            a.0.as_secs_f64(), b.0.as_secs_f64(), a.0.as_secs_f64() / b.0.as_secs_f64(), a.1.cores, b.1.cores, b.1.balance);
     };
     let file_log = if quick { 12 } else { 16 };
     let n = 1usize << file_log;
