@@ -245,17 +245,15 @@ pub fn c_rebuild(records: &[Fp], log_blocks: u32, width: usize) -> Result<Vec<Fp
     let n = 1usize.checked_shl(log_blocks).ok_or(CodeError::TooLarge)?;
     check_blocks(records, n, width)?;
     let w = root_of_unity(log_blocks + 1).ok_or(CodeError::TooLarge)?;
-    let mut run = vec![Fp::from(0u64); 2 * records.len()];
+    // X half input: the records; Y half input: U[r]·w^{ψ_k(r)}. Blocks are independent:
+    // both copies and the twist run on rayon's pool (no serial zero-fill first).
+    let mut run = Vec::with_capacity(2 * records.len());
+    run.par_extend(records.par_iter().copied());
+    run.par_extend(records.par_iter().copied());
     let (x, y) = run.split_at_mut(records.len());
-    // X half input: the records; Y half input: U[r]·w^{ψ_k(r)}. Blocks are independent.
-    x.par_chunks_mut(PAR_PAIRS * width)
-        .zip(records.par_chunks(PAR_PAIRS * width))
-        .for_each(|(dst, src)| dst.copy_from_slice(src));
-    y.par_chunks_mut(width).zip(records.par_chunks(width)).enumerate().for_each(|(r, (dst, rec))| {
+    y.par_chunks_mut(width).enumerate().for_each(|(r, block)| {
         let tw = w.pow([bit_reverse(r as u64, log_blocks)]);
-        for (d, e) in dst.iter_mut().zip(rec) {
-            *d = *e * tw;
-        }
+        block.iter_mut().for_each(|e| *e *= tw);
     });
     // The X and Y transforms are independent: one per core (and each splits further).
     rayon::join(|| dit_in_place(x, width), || dit_in_place(y, width));

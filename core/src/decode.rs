@@ -288,11 +288,11 @@ impl Shape {
                 .into_par_iter()
                 .map_init(|| vec![Fp::zero(); two_m], decode_column)
                 .collect::<Result<_, _>>()?;
-            for (k, values) in cols.iter().enumerate() {
-                for (r, v) in values.iter().enumerate() {
-                    out[r * width + first + k] = *v;
+            out.par_chunks_mut(width).enumerate().for_each(|(r, row)| {
+                for (k, values) in cols.iter().enumerate() {
+                    row[first + k] = values[r];
                 }
-            }
+            });
         }
         Ok(out)
     }
