@@ -226,7 +226,7 @@ pub fn h_add(
     let tw = twist(t, log_blocks)?;
     let twisted: Vec<Fp> = record.iter().map(|e| *e * tw).collect();
     // The halves are independent: X and Y on two cores for levels worth it.
-    let (x, y) = if (width << level) >= PAR_MIN_ELEMENTS {
+    let (x, y) = if width.checked_shl(level).is_none_or(|e| e >= PAR_MIN_ELEMENTS) {
         rayon::join(|| h_rebuild_half(&xs, record, width), || h_rebuild_half(&ys, &twisted, width))
     } else {
         (h_rebuild_half(&xs, record, width), h_rebuild_half(&ys, &twisted, width))
