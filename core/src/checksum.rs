@@ -20,6 +20,7 @@ use crate::field::{self, Fp, MODULUS};
 use aes_gcm_siv::aead::{Aead, KeyInit, Payload};
 use aes_gcm_siv::{Aes256GcmSiv, Nonce};
 use ark_ff::Zero;
+use rayon::prelude::*;
 use thiserror::Error;
 
 /// ρ, rows of the checksum matrix (ρ·log2 p ≥ 128).
@@ -146,11 +147,10 @@ impl OwnerKeys {
         if blocks.len() % self.width != 0 {
             return Err(ChecksumError::Width { expected: self.width, got: blocks.len() % self.width });
         }
-        let mut out = Vec::with_capacity(blocks.len() / self.width * RHO);
-        for b in blocks.chunks_exact(self.width) {
-            out.extend_from_slice(&self.checksum(b)?);
-        }
-        Ok(out)
+        // Blocks are independent: σ of each on rayon's pool, in order.
+        let sums: Vec<[Fp; RHO]> =
+            blocks.par_chunks_exact(self.width).map(|b| self.checksum(b)).collect::<Result<_, _>>()?;
+        Ok(sums.into_iter().flatten().collect())
     }
 
     fn cipher(&self, place: &Place) -> (Aes256GcmSiv, Vec<u8>) {

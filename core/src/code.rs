@@ -16,6 +16,7 @@
 
 use crate::field::{root_of_unity, Fp};
 use ark_ff::Field;
+use rayon::prelude::*;
 use thiserror::Error;
 
 /// Errors from the code's functions: shapes that do not match.
@@ -117,22 +118,51 @@ pub fn mix(buf: &mut [Fp], width: usize) -> Result<(), CodeError> {
     Ok(())
 }
 
+/// Elements below which a transform stays on the calling thread: smaller jobs cost
+/// less than handing them to another core (64 Ki elements = 512 KiB, about 110
+/// blocks of β = 4096).
+const PAR_MIN_ELEMENTS: usize = 1 << 16;
+
+/// Block pairs per parallel task in a butterfly stage ([`mix_unchecked`]).
+const PAR_PAIRS: usize = 64;
+
 /// The butterfly loop of [`mix`] with ν given; `buf.len()` is `2m·width`.
+///
+/// Block pairs are independent: a large stage is split into tasks of [`PAR_PAIRS`]
+/// pairs on rayon's pool, each starting from its own twiddle ν^start. Field
+/// arithmetic is exact, so the result does not depend on the split (tests compare
+/// against a one-thread pool).
 fn mix_unchecked(buf: &mut [Fp], width: usize, nu: Fp) {
     let half = buf.len() / 2;
     let (a0, a1) = buf.split_at_mut(half);
-    // i = 0: ν^0 = 1, no multiplication.
-    for (a, b) in a0[..width].iter_mut().zip(a1[..width].iter_mut()) {
-        let t = *b;
-        *b = *a - t;
-        *a += t;
+    if half < PAR_MIN_ELEMENTS || rayon::current_num_threads() < 2 {
+        mix_pairs(a0, a1, width, Fp::from(1u64), nu);
+        return;
     }
-    let mut tw = nu;
-    for (x, y) in a0.chunks_exact_mut(width).zip(a1.chunks_exact_mut(width)).skip(1) {
-        for (a, b) in x.iter_mut().zip(y.iter_mut()) {
-            let t = *b * tw;
-            *b = *a - t;
-            *a += t;
+    let task = PAR_PAIRS * width;
+    a0.par_chunks_mut(task).zip(a1.par_chunks_mut(task)).enumerate().for_each(|(k, (x, y))| {
+        let start = nu.pow([(k * PAR_PAIRS) as u64]);
+        mix_pairs(x, y, width, start, nu);
+    });
+}
+
+/// Butterflies of the block pairs (x[i], y[i]) with twiddles `tw`, `tw·ν`, `tw·ν²`, …
+fn mix_pairs(a0: &mut [Fp], a1: &mut [Fp], width: usize, mut tw: Fp, nu: Fp) {
+    let one = Fp::from(1u64);
+    for (x, y) in a0.chunks_exact_mut(width).zip(a1.chunks_exact_mut(width)) {
+        if tw == one {
+            // ν^0 = 1: no multiplication.
+            for (a, b) in x.iter_mut().zip(y.iter_mut()) {
+                let t = *b;
+                *b = *a - t;
+                *a += t;
+            }
+        } else {
+            for (a, b) in x.iter_mut().zip(y.iter_mut()) {
+                let t = *b * tw;
+                *b = *a - t;
+                *a += t;
+            }
         }
         tw *= nu;
     }
@@ -195,8 +225,14 @@ pub fn h_add(
     }
     let tw = twist(t, log_blocks)?;
     let twisted: Vec<Fp> = record.iter().map(|e| *e * tw).collect();
-    let mut run = h_rebuild_half(&xs, record, width)?;
-    run.extend(h_rebuild_half(&ys, &twisted, width)?);
+    // The halves are independent: X and Y on two cores for levels worth it.
+    let (x, y) = if width.checked_shl(level).is_none_or(|e| e >= PAR_MIN_ELEMENTS) {
+        rayon::join(|| h_rebuild_half(&xs, record, width), || h_rebuild_half(&ys, &twisted, width))
+    } else {
+        (h_rebuild_half(&xs, record, width), h_rebuild_half(&ys, &twisted, width))
+    };
+    let mut run = x?;
+    run.extend(y?);
     Ok(run)
 }
 
@@ -209,30 +245,42 @@ pub fn c_rebuild(records: &[Fp], log_blocks: u32, width: usize) -> Result<Vec<Fp
     let n = 1usize.checked_shl(log_blocks).ok_or(CodeError::TooLarge)?;
     check_blocks(records, n, width)?;
     let w = root_of_unity(log_blocks + 1).ok_or(CodeError::TooLarge)?;
+    // X half input: the records; Y half input: U[r]·w^{ψ_k(r)}. Blocks are independent:
+    // both copies and the twist run on rayon's pool (no serial zero-fill first).
     let mut run = Vec::with_capacity(2 * records.len());
-    run.extend_from_slice(records);
-    // Y half input: U[r]·w^{ψ_k(r)}.
-    for (r, rec) in records.chunks_exact(width).enumerate() {
-        let tw = w.pow([bit_reverse(r as u64, log_blocks)]);
-        run.extend(rec.iter().map(|e| *e * tw));
-    }
+    run.par_extend(records.par_iter().copied());
+    run.par_extend(records.par_iter().copied());
     let (x, y) = run.split_at_mut(records.len());
-    dit_in_place(x, width)?;
-    dit_in_place(y, width)?;
+    y.par_chunks_mut(width).enumerate().for_each(|(r, block)| {
+        let tw = w.pow([bit_reverse(r as u64, log_blocks)]);
+        block.iter_mut().for_each(|e| *e *= tw);
+    });
+    // The X and Y transforms are independent: one per core (and each splits further).
+    rayon::join(|| dit_in_place(x, width), || dit_in_place(y, width));
     Ok(run)
 }
 
-/// The whole-array transform HRebuild performs incrementally: iterative mixes of
-/// sizes 2, 4, …, over blocks in write order (a decimation-in-time FFT on whole blocks).
-fn dit_in_place(buf: &mut [Fp], width: usize) -> Result<(), CodeError> {
+/// The whole-array transform HRebuild performs incrementally: mixes of sizes 2, 4, …,
+/// over blocks in write order (a decimation-in-time FFT on whole blocks).
+///
+/// Computed depth first: both halves are transformed (in parallel on rayon's pool
+/// when large), then mixed. Each group's mix still follows the transforms of its two
+/// halves, so the operations on every element are those of the stage-by-stage
+/// order, and the result is identical. `buf` holds a power-of-two number of blocks,
+/// at most 2^[`crate::field::TWO_ADICITY`] (checked by the callers).
+fn dit_in_place(buf: &mut [Fp], width: usize) {
     let blocks = buf.len() / width;
-    let mut span = 2;
-    while span <= blocks {
-        let nu = root_of_unity(span.trailing_zeros()).ok_or(CodeError::TooLarge)?;
-        for group in buf.chunks_exact_mut(span * width) {
-            mix_unchecked(group, width, nu);
-        }
-        span *= 2;
+    if blocks < 2 {
+        return;
     }
-    Ok(())
+    let (lo, hi) = buf.split_at_mut(buf.len() / 2);
+    if lo.len() >= PAR_MIN_ELEMENTS {
+        rayon::join(|| dit_in_place(lo, width), || dit_in_place(hi, width));
+    } else {
+        dit_in_place(lo, width);
+        dit_in_place(hi, width);
+    }
+    if let Some(nu) = root_of_unity(blocks.trailing_zeros()) {
+        mix_unchecked(buf, width, nu);
+    }
 }

@@ -21,6 +21,7 @@ use crate::field::Fp;
 use ark_ff::{FftField, Field, One, Zero};
 use ark_poly::univariate::DensePolynomial;
 use ark_poly::{DenseUVPolynomial, EvaluationDomain, Radix2EvaluationDomain};
+use rayon::prelude::*;
 use thiserror::Error;
 
 /// Errors from decoding.
@@ -257,9 +258,9 @@ impl Shape {
             .map(|v| v.inverse().ok_or(CodeError::TooLarge))
             .collect::<Result<_, _>>()?;
 
-        let mut out = vec![Fp::zero(); m * width];
-        let mut col = vec![Fp::zero(); two_m];
-        for c in 0..width {
+        // Columns are independent: decode them on rayon's pool, a batch of columns at
+        // a time (bounded extra memory), then scatter each into the row-major output.
+        let decode_column = |col: &mut Vec<Fp>, c: usize| -> Result<Vec<Fp>, DecodeError> {
             for j in 0..two_m {
                 col[j] = match slot[j] {
                     Some(b) => {
@@ -269,18 +270,29 @@ impl Shape {
                     None => Fp::zero(),
                 };
             }
-            domain.ifft_in_place(&mut col); // coefficients of P·Z
-            coset.fft_in_place(&mut col); // P·Z on g·H
+            domain.ifft_in_place(col); // coefficients of P·Z
+            coset.fft_in_place(col); // P·Z on g·H
             for (v, zi) in col.iter_mut().zip(&z_coset_inv) {
                 *v *= zi;
             }
-            coset.ifft_in_place(&mut col); // coefficients of P
+            coset.ifft_in_place(col); // coefficients of P
             if col[m..].iter().any(|v| !v.is_zero()) {
                 return Err(DecodeError::Inconsistent);
             }
-            for r in 0..m {
-                out[r * width + c] = col[bit_reverse(r as u64, self.log_m) as usize];
-            }
+            Ok((0..m).map(|r| col[bit_reverse(r as u64, self.log_m) as usize]).collect())
+        };
+        let mut out = vec![Fp::zero(); m * width];
+        let batch = rayon::current_num_threads().max(1) * 4;
+        for first in (0..width).step_by(batch) {
+            let cols: Vec<Vec<Fp>> = (first..(first + batch).min(width))
+                .into_par_iter()
+                .map_init(|| vec![Fp::zero(); two_m], decode_column)
+                .collect::<Result<_, _>>()?;
+            out.par_chunks_mut(width).enumerate().for_each(|(r, row)| {
+                for (k, values) in cols.iter().enumerate() {
+                    row[first + k] = values[r];
+                }
+            });
         }
         Ok(out)
     }
@@ -303,13 +315,21 @@ impl Shape {
         }
         // 1. One column: a pseudo-random combination of all columns.
         let coeffs = combination(size, width, y_scale, slot);
-        let mut r = vec![Fp::zero(); two_m];
-        for (j, s) in slot.iter().enumerate() {
-            if let Some(b) = s {
-                let v: Fp = b.iter().zip(&coeffs).map(|(x, k)| *x * k).sum();
-                r[j] = if j % 2 == 1 { v * self.y_inv } else { v };
-            }
-        }
+        let mut r: Vec<Fp> = slot
+            .par_iter()
+            .enumerate()
+            .map(|(j, s)| match s {
+                Some(b) => {
+                    let v: Fp = b.iter().zip(&coeffs).map(|(x, k)| *x * k).sum();
+                    if j % 2 == 1 {
+                        v * self.y_inv
+                    } else {
+                        v
+                    }
+                }
+                None => Fp::zero(),
+            })
+            .collect();
         // 2. Syndromes: coefficients m..2m−1 (zero for a codeword), times Z_E.
         self.domain.ifft_in_place(&mut r);
         let syndromes = DensePolynomial::from_coefficients_slice(&r[m..]);

@@ -13,7 +13,8 @@
 use crate::audit::RunTag;
 use crate::block::{BlockError, BlockFormat};
 use crate::code::{level_start, y_scale, CodeError};
-use crate::decode::{decode_run_correcting, DecodeError};
+use crate::decode::{decode_run_correcting, DecodeError, Decoded};
+use rayon::prelude::*;
 use crate::field::Fp;
 use thiserror::Error;
 
@@ -113,9 +114,26 @@ pub fn extract_report(
         return Err(ExtractError::Levels { t: write_count, expected, got });
     }
 
+    let mut sorted: Vec<&(u32, Present<'_>)> = levels.iter().collect();
+    sorted.sort_by_key(|l| std::cmp::Reverse(l.0)); // oldest window first
+    // Every run decodes independently: C and the levels on rayon's pool at once; the
+    // results are then applied (and their errors reported) in the sequential order.
+    let mut jobs: Vec<(RunTag, u64, Result<Fp, CodeError>, &Present<'_>)> = vec![(RunTag::C, 2 * n, Ok(Fp::from(1u64)), c)];
+    for (level, present) in &sorted {
+        jobs.push((RunTag::level(*level), 2u64 << level, y_scale(level_start(write_count, *level), log_blocks), present));
+    }
+    type Job = Result<Result<Decoded, DecodeError>, CodeError>;
+    let results: Vec<Job> = jobs
+        .par_iter()
+        .map(|(_, size, scale, present)| scale.clone().map(|sc| decode_run_correcting(*size, width, sc, present)))
+        .collect();
+    let mut results = jobs.iter().map(|j| j.0).zip(results);
+
     let mut corrected = Vec::new();
-    let decoded = decode_run_correcting(2 * n, width, Fp::from(1u64), c)
-        .map_err(|source| ExtractError::Decode { tag: RunTag::C, source })?;
+    let Some((_, c_result)) = results.next() else {
+        return Err(ExtractError::Decode { tag: RunTag::C, source: DecodeError::TooFewBlocks { have: 0, need: n as usize } });
+    };
+    let decoded = c_result?.map_err(|source| ExtractError::Decode { tag: RunTag::C, source })?;
     corrected.push((RunTag::C, decoded.corrected));
     let mut u = Vec::with_capacity(n as usize);
     for (r, rec) in decoded.data.chunks_exact(width).enumerate() {
@@ -126,13 +144,8 @@ pub fn extract_report(
         u.push(data);
     }
 
-    let mut sorted: Vec<&(u32, Present<'_>)> = levels.iter().collect();
-    sorted.sort_by_key(|l| std::cmp::Reverse(l.0)); // oldest window first
-    for (level, present) in sorted {
-        let tag = RunTag::level(*level);
-        let scale = y_scale(level_start(write_count, *level), log_blocks)?;
-        let decoded = decode_run_correcting(2u64 << level, width, scale, present)
-            .map_err(|source| ExtractError::Decode { tag, source })?;
+    for (tag, result) in results {
+        let decoded = result?.map_err(|source| ExtractError::Decode { tag, source })?;
         corrected.push((tag, decoded.corrected));
         for rec in decoded.data.chunks_exact(width) {
             let (index, data) = format.unrecord(rec).map_err(|source| ExtractError::Record { tag, source })?;

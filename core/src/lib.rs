@@ -16,6 +16,10 @@
 //! - [`salvage`]: proving block by block what a damaged provider still serves of a run.
 //! - [`digest`]: the dual-signed EIP-712 digest (DESIGN §7).
 //! - [`audit`]: positions from a seed, public audit and spot-check verification.
+//! - [`secret_audit`]: the owner's compact secret audit (§5.5): one aggregated block per run.
+//!
+//! Independent blocks and columns (chunk trees, C-rebuild, decoding, checksums) are
+//! processed on rayon's thread pool; results do not depend on the number of threads.
 //!
 //! Byte encodings shared with the contracts are specified in `docs/ENCODING.md`.
 
@@ -29,6 +33,7 @@ pub mod extract;
 pub mod field;
 pub mod merkle;
 pub mod salvage;
+pub mod secret_audit;
 pub mod state;
 
 pub use audit::RunTag;

@@ -5,8 +5,13 @@
 //! and nodes are domain-separated by a leading byte (0x00 chunk leaf, 0x01 node,
 //! 0x02 run leaf, 0x03 U leaf). A path lists the siblings from the leaf up; bit i of
 //! the leaf index says whether the node at height i is a right child.
+//!
+//! Blocks are independent, so the chunk trees of many blocks ([`block_roots`],
+//! [`run_tree`], [`u_tree`]) and the wide layers of a large tree are hashed on
+//! rayon's pool; the hashes do not depend on the split.
 
 use alloy_primitives::{keccak256, B256};
+use rayon::prelude::*;
 use thiserror::Error;
 
 /// Bytes of one chunk of a block (ENCODING.md §2): a chunk leaf's input (129 bytes)
@@ -114,7 +119,7 @@ impl MerkleTree {
             if last.len() == 1 {
                 break;
             }
-            let next: Vec<B256> = last.chunks_exact(2).map(|p| node(&p[0], &p[1])).collect();
+            let next = parent_layer(last);
             layers.push(next);
         }
         Ok(Self { layers })
@@ -202,6 +207,23 @@ impl MerkleTree {
     }
 }
 
+/// Layers at least this wide are hashed on rayon's pool.
+const PAR_MIN_NODES: usize = 1 << 12;
+
+/// The layer above `layer` (an even number of nodes): `node(l, r)` of each pair, in order.
+fn parent_layer(layer: &[B256]) -> Vec<B256> {
+    if layer.len() >= PAR_MIN_NODES {
+        layer.par_chunks_exact(2).map(|p| node(&p[0], &p[1])).collect()
+    } else {
+        layer.chunks_exact(2).map(|p| node(&p[0], &p[1])).collect()
+    }
+}
+
+/// The block roots of many blocks (ENCODING.md §2), in order, hashed on rayon's pool.
+pub fn block_roots<B: AsRef<[u8]> + Sync>(blocks: &[B]) -> Vec<B256> {
+    blocks.par_iter().map(|b| block_root(b.as_ref())).collect()
+}
+
 /// The root a path leads to from `leaf` at `index` (no check of the path's length).
 pub fn root_from_path(leaf: B256, index: u64, path: &[B256]) -> B256 {
     let mut acc = leaf;
@@ -273,10 +295,10 @@ pub fn verify_chunk(
 }
 
 /// The tree of a run from its coded blocks' bytes (one per position).
-pub fn run_tree<B: AsRef<[u8]>>(coded_blocks: &[B]) -> Result<MerkleTree, MerkleError> {
+pub fn run_tree<B: AsRef<[u8]> + Sync>(coded_blocks: &[B]) -> Result<MerkleTree, MerkleError> {
     MerkleTree::new(
         coded_blocks
-            .iter()
+            .par_iter()
             .enumerate()
             .map(|(p, b)| run_leaf(p as u64, &block_root(b.as_ref())))
             .collect(),
@@ -284,13 +306,13 @@ pub fn run_tree<B: AsRef<[u8]>>(coded_blocks: &[B]) -> Result<MerkleTree, Merkle
 }
 
 /// The U tree from the data blocks and their encrypted checksums.
-pub fn u_tree<B: AsRef<[u8]>>(blocks: &[B], sealed: &[[u8; 32]]) -> Result<MerkleTree, MerkleError> {
+pub fn u_tree<B: AsRef<[u8]> + Sync>(blocks: &[B], sealed: &[[u8; 32]]) -> Result<MerkleTree, MerkleError> {
     if blocks.len() != sealed.len() {
         return Err(MerkleError::LeafCount(sealed.len()));
     }
     MerkleTree::new(
         blocks
-            .iter()
+            .par_iter()
             .zip(sealed)
             .enumerate()
             .map(|(i, (b, s))| u_leaf(i as u64, &block_root(b.as_ref()), s))

@@ -250,6 +250,59 @@ impl NodeHandler {
                 };
                 Ok(Response::Outcome(outcome))
             }
+            Request::SecretAudit { deal, seed, lambda, runs } => {
+                // The owner's compact audit (§5.5): per run, one aggregated coded block
+                // over the challenge's positions and the σ̃ stored for them.
+                use dpor_core::secret_audit::{aggregate, challenge, MAX_SECRET_LAMBDA};
+                if lambda == 0 || lambda > MAX_SECRET_LAMBDA {
+                    return Err(Fail::new(ErrorCode::OutOfRange, format!("λ = {lambda} is out of range 1..={MAX_SECRET_LAMBDA}")));
+                }
+                let view = self.blocking(move |s| s.view(deal)).await?;
+                let format = dpor_core::BlockFormat::new(view.params.block_bytes as usize)
+                    .map_err(|e| Fail::new(ErrorCode::Internal, e.to_string()))?;
+                check_batch(runs.len() as u64, format.coded_block_bytes() as u64 + 34 * lambda as u64)?;
+                let mut proofs = Vec::with_capacity(runs.len());
+                for ask in runs {
+                    let id = RunId::from(ask.run);
+                    let size = match id.tag.as_level() {
+                        None => 2 * view.params.num_blocks,
+                        Some(l) if l < 63 => 2u64 << l,
+                        Some(_) => return Err(Fail::new(ErrorCode::UnknownRun, format!("no run {id}"))),
+                    };
+                    let ch = challenge(&seed.0, id, size, lambda).map_err(|e| Fail::new(ErrorCode::OutOfRange, e.to_string()))?;
+                    let (src_deal, src_run) = self.cheat_source(deal, id).unwrap_or((deal, id));
+                    let mut positions = ch.positions.clone();
+                    if (src_deal, src_run) != (deal, id) {
+                        let v = self.blocking(move |s| s.view(src_deal)).await?;
+                        let src_size = src_run.tag.as_level().map_or(2 * v.params.num_blocks, |l| 2u64 << l.min(62));
+                        positions.iter_mut().for_each(|p| *p %= src_size.max(1));
+                    }
+                    let mut blocks: Vec<Vec<u8>> =
+                        self.blocking(move |s| s.served(src_deal, src_run, &positions)).await?.into_iter().map(|(b, _)| b).collect();
+                    match self.misbehavior {
+                        Misbehavior::WrongBlock => blocks.iter_mut().for_each(|b| flip(b)),
+                        Misbehavior::PartialBlocks => blocks.iter_mut().for_each(|b| keep_half(b)),
+                        _ => {}
+                    }
+                    // A block the node cannot read (damaged run): no aggregate, an empty one.
+                    let agg = aggregate(&format, &ch.coefficients, &blocks)
+                        .ok()
+                        .and_then(|a| format.coded_to_bytes(&a).ok())
+                        .unwrap_or_default();
+                    let mut sealed = Vec::new();
+                    if ask.sealed {
+                        let ps = ch.positions.clone();
+                        let got = self
+                            .blocking(move |s| {
+                                ps.iter().map(|&p| s.sealed(deal, id, p, 1).map(|v| v.into_iter().next().flatten())).collect::<Result<Vec<_>, _>>()
+                            })
+                            .await?;
+                        sealed = got.into_iter().map(|o| o.map(B256::from)).collect();
+                    }
+                    proofs.push(dpor_proto::messages::SecretRunProof { run: ask.run, aggregate: ByteBuf::from(agg), sealed });
+                }
+                Ok(Response::SecretAudit { runs: proofs })
+            }
             Request::Owner(_) => Err(Fail::new(ErrorCode::Internal, "owner request on the public path")),
         }
     }

@@ -12,7 +12,7 @@
 //!
 //! - **Public** reads ([`Request::Status`], [`Request::Read`], [`Request::UPath`], [`Request::Download`],
 //!   [`Request::ULeaves`], [`Request::Samples`], [`Request::Coded`],
-//!   [`Request::RunLeaves`], [`Request::Sealed`]): anyone may ask; everything returned is
+//!   [`Request::RunLeaves`], [`Request::Sealed`], [`Request::SecretAudit`]): anyone may ask; everything returned is
 //!   checked by the asker against roots it trusts (its own, or a digest posted on chain).
 //!   Coded blocks reveal the data anyway (any half of a run decodes), so data privacy
 //!   is the owner's to add by encrypting the file; the scheme protects integrity and
@@ -219,8 +219,49 @@ pub enum Request {
         /// The nonce of the owner request in question.
         nonce: u64,
     },
+    /// Public: the owner's compact secret audit (§5.5, `dpor_core::secret_audit`). For
+    /// each run the node derives the challenge from `seed` (λ positions and non-zero
+    /// coefficients, `dpor_core::secret_audit::challenge`) and answers one aggregated
+    /// coded block Σ r_j·B_{p_j} plus, if `sealed`, the stored σ̃ of the sampled
+    /// positions. Answer: [`Response::SecretAudit`], runs in the order asked. Anyone may
+    /// ask (nothing secret is returned: coded blocks and σ̃ are public reads), but only
+    /// the owner can check the answer. `λ ≤ dpor_core::secret_audit::MAX_SECRET_LAMBDA`;
+    /// the answer must fit [`MAX_BATCH_BYTES`] (`runs · (8·s + 34·λ)`), else
+    /// [`ErrorCode::TooLarge`]: ask for fewer runs per request.
+    SecretAudit {
+        /// The deal.
+        deal: u64,
+        /// The owner's fresh 32-byte challenge seed.
+        seed: B256,
+        /// λ, samples per run (runs of ≤ λ blocks are sampled whole).
+        lambda: u32,
+        /// The runs (each must be live, as for [`Request::Samples`]).
+        runs: Vec<SecretRunAsk>,
+    },
     /// An owner operation, signed.
     Owner(Signed),
+}
+
+/// One run of a [`Request::SecretAudit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecretRunAsk {
+    /// The run.
+    pub run: WireRun,
+    /// Return the σ̃ of the sampled positions (false when the owner caches the run's σ).
+    pub sealed: bool,
+}
+
+/// The node's answer for one run of a [`Request::SecretAudit`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecretRunProof {
+    /// The run.
+    pub run: WireRun,
+    /// Σ r_j·B_{p_j}, a coded block (8·s bytes); **empty** if the node could not read
+    /// a sampled block (a damaged run: the owner counts the run as failed).
+    pub aggregate: ByteBuf,
+    /// The stored σ̃ of each sampled position, in challenge order (`None` where none is
+    /// stored); empty if not asked.
+    pub sealed: Vec<Option<B256>>,
 }
 
 impl Request {
@@ -237,6 +278,7 @@ impl Request {
             Request::RunLeaves { .. } => "run-leaves",
             Request::Sealed { .. } => "sealed",
             Request::Outcome { .. } => "outcome",
+            Request::SecretAudit { .. } => "secret-audit",
             Request::Owner(_) => "owner",
         }
     }
@@ -611,6 +653,11 @@ pub enum Response {
     },
     /// For [`Request::Outcome`].
     Outcome(WireOutcome),
+    /// For [`Request::SecretAudit`]: one proof per run asked, in order.
+    SecretAudit {
+        /// The proofs.
+        runs: Vec<SecretRunProof>,
+    },
     /// Any failure.
     Error(WireError),
 }
@@ -703,6 +750,28 @@ mod tests {
         round_trip(&Response::Outcome(WireOutcome::NotApplied { last_nonce: 6 }));
         round_trip(&Response::Outcome(WireOutcome::Superseded { last_nonce: 9 }));
         round_trip(&Request::Outcome { deal: 1, nonce: 7 });
+    }
+
+    #[test]
+    fn secret_audit_messages_round_trip_compactly() {
+        let ask = Request::SecretAudit {
+            deal: 1,
+            seed: B256::repeat_byte(4),
+            lambda: 128,
+            runs: vec![SecretRunAsk { run: WireRun { tag: 0, built_at: 0 }, sealed: true }],
+        };
+        round_trip(&ask);
+        let proof = Response::SecretAudit {
+            runs: vec![SecretRunProof {
+                run: WireRun { tag: 0, built_at: 0 },
+                aggregate: ByteBuf::from(vec![3u8; 4696]),
+                sealed: vec![Some(B256::repeat_byte(1)); 128],
+            }],
+        };
+        // One coded block plus 34 bytes per σ̃ (a 32-byte byte string), little else.
+        let n = round_trip(&proof);
+        assert!(n < 4696 + 128 * 34 + 80, "{n} bytes");
+        assert_eq!(cbor(&SecretRunAsk { run: WireRun { tag: 1, built_at: 2 }, sealed: false })[..4].to_string(), "a263");
     }
 
     #[test]

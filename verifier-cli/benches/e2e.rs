@@ -2,7 +2,8 @@
 //! a real node (store on disk, libp2p server) by the owner's real flow, against the
 //! disk's sequential write speed measured in the same run; bytes on the wire per
 //! 4 KiB write against a plain Merkle tree's β + path; a public audit's bytes and
-//! time; disk bytes per file byte. The chain is replaced by a fixed deal table (the
+//! time, and the owner's secret audit (§5.5) of the same runs against it; disk bytes
+//! per file byte. The chain is replaced by a fixed deal table (the
 //! chain is not on these paths). `DPOR_BENCH_QUICK=1` runs a smaller file.
 //! Prints Markdown to stdout (and to `$DPOR_BENCH_OUT` if set).
 
@@ -208,6 +209,13 @@ async fn run(quick: bool) -> String {
     let audit_s = t.elapsed().as_secs_f64();
     let (a1, b1) = node.traffic();
     assert!(outcome.passed(), "audit of an honest node failed: {:?}", outcome.failures.first());
+
+    // The owner's secret audit (§5.5) of the same runs at the same λ: one aggregated
+    // block per run plus the σ̃ of the sampled positions (none for cached levels).
+    let secret = dpor_cli::owner::secret_audit::secret_audit(&node, &state, 128, [5u8; 32]).await.unwrap();
+    assert!(secret.passed(), "secret audit of an honest node failed: {:?}", secret.runs);
+    let secret_bytes = (secret.bytes_sent + secret.bytes_received) as f64;
+    let secret_fetched = secret.runs.iter().filter(|r| !r.cached).count();
     let disk_now = dir_bytes(&tmp.path().join("store"));
     server.shutdown().await;
 
@@ -225,6 +233,7 @@ async fn run(quick: bool) -> String {
 | the same without spot-checks (write, old path, σ̃ traffic) | {per_write_light:.0} B | **{r_wl:.3}×** (target ≤ 1.1×) |\n\
 | time per write (with spot-checks) | {write_ms:.1} ms | |\n\
 | public audit, λ = 128, {runs} runs ({checked} samples) | {audit_kb:.0} KB, {audit_ms:.0} ms | |\n\
+| secret audit (owner, §5.5) of the same runs, λ = 128 ({secret_fetched} runs with σ̃ fetched, the others' σ cached) | {secret_kb:.1} KB, {secret_ms:.0} ms | public audit: **{r_sb:.3}× the bytes** (target ≤ 0.2×), {r_st:.2}× the time |\n\
 | disk bytes per file byte after upload (U + C + trees + metadata) | {d_up:.2} | |\n\
 | disk bytes per file byte after {w2} writes | {d_now:.2} | |\n",
         date = "the date of the run",
@@ -243,6 +252,10 @@ async fn run(quick: bool) -> String {
         checked = outcome.checked,
         audit_kb = ((a1 - a0) + (b1 - b0)) as f64 / 1e3,
         audit_ms = audit_s * 1e3,
+        secret_kb = secret_bytes / 1e3,
+        secret_ms = secret.seconds * 1e3,
+        r_sb = secret_bytes / ((a1 - a0) + (b1 - b0)) as f64,
+        r_st = secret.seconds / audit_s,
         d_up = disk_after_upload as f64 / file_bytes as f64,
         d_now = disk_now as f64 / file_bytes as f64,
         w2 = 2 * writes,

@@ -73,6 +73,9 @@ fn main() -> std::process::ExitCode {
             if let Some(failed) = e.downcast_ref::<auditor::AuditFailed>() {
                 print(&failed.0, json);
             }
+            if let Some(failed) = e.downcast_ref::<dpor_cli::owner::secret_audit::SecretAuditFailed>() {
+                print(&failed.0, json);
+            }
             if json {
                 println!("{}", serde_json::json!({"error": format!("{e:#}")}));
             }

@@ -247,7 +247,8 @@ pub fn definitely_refused(e: &anyhow::Error) -> bool {
     refusal(e).is_some_and(|c| !matches!(c, ErrorCode::Replay | ErrorCode::Internal))
 }
 
-fn unexpected<T>(what: &str, got: &Response) -> anyhow::Result<T> {
+/// The error for an answer of the wrong kind (named, never printed whole).
+pub(crate) fn unexpected<T>(what: &str, got: &Response) -> anyhow::Result<T> {
     let name = match got {
         Response::Status(_) => "Status",
         Response::Block { .. } => "Block",
@@ -263,6 +264,7 @@ fn unexpected<T>(what: &str, got: &Response) -> anyhow::Result<T> {
         Response::Written { .. } => "Written",
         Response::Cosigned { .. } => "Cosigned",
         Response::Outcome(_) => "Outcome",
+        Response::SecretAudit { .. } => "SecretAudit",
         Response::Error(_) => "Error",
     };
     bail!("the node answered the {what} request with an unexpected or mismatched {name} response")

@@ -35,9 +35,19 @@ pub enum AuditorCommand {
     /// Public audit of DEAL: reads the posted digest and the epoch seed from the chain,
     /// asks the provider's node for λ coded blocks per run and verifies every one.
     /// Exits non-zero if any sample fails (after printing, recording and disputing).
+    /// With --secret: the owner's compact secret audit (§5.5) of its current state
+    /// instead (needs the owner state file; no chain consequence).
     Audit {
-        /// The deal.
-        deal: u64,
+        /// The deal (optional with --secret: the state file's deal).
+        #[arg(required_unless_present = "secret")]
+        deal: Option<u64>,
+        /// The owner's secret audit: one aggregated coded block per run plus λ σ̃,
+        /// checked with the owner's checksum keys (docs/SCHEME.md §9).
+        #[arg(long, conflicts_with_all = ["epoch", "record", "dispute"])]
+        secret: bool,
+        /// λ, samples per run for --secret (default: the deal's λ).
+        #[arg(long, requires = "secret")]
+        lambda: Option<u32>,
         /// The epoch whose seed picks the samples (default: the current epoch, or the
         /// latest one whose seed exists).
         #[arg(long)]
@@ -158,7 +168,10 @@ impl std::error::Error for AuditFailed {}
 /// Runs an auditor command.
 pub async fn run(ctx: &Ctx, cmd: AuditorCommand) -> anyhow::Result<Output> {
     match cmd {
-        AuditorCommand::Audit { deal, epoch, record, dispute } => audit::run(ctx, deal, epoch, record, dispute).await,
+        AuditorCommand::Audit { deal, secret: true, lambda, .. } => crate::owner::secret_audit::run(ctx, deal, lambda).await,
+        AuditorCommand::Audit { deal, epoch, record, dispute, .. } => {
+            audit::run(ctx, deal.context("give the DEAL to audit")?, epoch, record, dispute).await
+        }
         AuditorCommand::Record { deal, epoch, version, passed, failed, transcript } => {
             record::run(ctx, deal, epoch, version, passed && !failed, transcript).await
         }

@@ -465,7 +465,7 @@ async fn settle(node: &crate::node_client::NodeClient, auth: &OwnerAuth<'_>, sta
 }
 
 /// [`settle`] for commands that need no key unless a request is unfinished.
-async fn settle_if_pending(ctx: &Ctx, node: &crate::node_client::NodeClient, state: &mut OwnerState) -> anyhow::Result<()> {
+pub(crate) async fn settle_if_pending(ctx: &Ctx, node: &crate::node_client::NodeClient, state: &mut OwnerState) -> anyhow::Result<()> {
     if state.pending.is_none() {
         return Ok(());
     }

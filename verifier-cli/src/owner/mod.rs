@@ -1,7 +1,9 @@
 //! The owner's side: the protocol flows ([`flows`], chain-free; extraction in
-//! [`extract`]), crash recovery ([`recover`]) and the commands ([`commands`]).
+//! [`extract`]), crash recovery ([`recover`]), the secret audit ([`secret_audit`]) and
+//! the commands ([`commands`]).
 
 pub mod commands;
 pub mod extract;
 pub mod flows;
 pub mod recover;
+pub mod secret_audit;
