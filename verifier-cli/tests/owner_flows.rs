@@ -375,7 +375,7 @@ async fn a_lost_batch_or_a_lost_batch_answer_is_settled_by_the_intent_recovery()
     st.path = Some(sdir.path().join("owner.json"));
     let mut model = vec![4u8; (n * beta as u64) as usize];
     flows::upload(honest, &auth, &mut st, &model, None).await.unwrap();
-    let mut apply = |model: &mut Vec<u8>, writes: &[(u64, Vec<u8>)]| {
+    let apply = |model: &mut Vec<u8>, writes: &[(u64, Vec<u8>)]| {
         for (i, d) in writes {
             model[(*i * beta as u64) as usize..((*i + 1) * beta as u64) as usize].copy_from_slice(d);
         }
