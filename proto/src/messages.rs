@@ -10,7 +10,7 @@
 //!
 //! Two kinds of requests:
 //!
-//! - **Public** reads ([`Request::Status`], [`Request::Read`], [`Request::UPath`], [`Request::Download`],
+//! - **Public** reads ([`Request::Status`], [`Request::Read`], [`Request::UPath`], [`Request::UPaths`], [`Request::Download`],
 //!   [`Request::ULeaves`], [`Request::Samples`], [`Request::Coded`],
 //!   [`Request::RunLeaves`], [`Request::Sealed`]): anyone may ask; everything returned is
 //!   checked by the asker against roots it trusts (its own, or a digest posted on chain).

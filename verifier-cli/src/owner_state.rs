@@ -521,6 +521,59 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_stashes_several_runs_and_an_old_single_run_sidecar_still_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("owner.json");
+        let mut s = state(Some(path.clone()));
+        let f = |k: u64| -> Vec<Fp> { (0..8u64).map(|i| field::from_bytes((i * 3 + k).to_le_bytes()).unwrap()).collect() };
+        let (a, b) = (WireRun { tag: 0, built_at: 8 }, WireRun { tag: 2, built_at: 10 });
+        s.stash_sigmas(&[(a, f(1)), (b, f(2))]).unwrap();
+        s.persist().unwrap();
+        let back = OwnerState::load(&path).unwrap();
+        assert_eq!(back.stashed_sigma(a).unwrap(), f(1));
+        assert_eq!(back.stashed_sigma(b).unwrap(), f(2));
+        assert!(back.stashed_sigma(WireRun { tag: 1, built_at: 9 }).is_err());
+        // The sidecar as the previous version wrote it (one run, magic dpor-sigma-1).
+        let values = sigma_to_u64(&f(3));
+        let mut buf = SIGMA_MAGIC.to_vec();
+        buf.extend_from_slice(&a.tag.to_le_bytes());
+        buf.extend_from_slice(&a.built_at.to_le_bytes());
+        buf.extend_from_slice(&(values.len() as u64).to_le_bytes());
+        values.iter().for_each(|v| buf.extend_from_slice(&v.to_le_bytes()));
+        let check = alloy_primitives::keccak256(&buf);
+        buf.extend_from_slice(check.as_slice());
+        std::fs::write(PathBuf::from(format!("{}.sigma", path.display())), &buf).unwrap();
+        assert_eq!(back.stashed_sigma(a).unwrap(), f(3));
+        // The recent-writes sidecar round-trips; a damaged one reads as empty.
+        let mut s = back;
+        s.recent = vec![(5, 1, vec![1, 2, 3]), (6, 0, vec![4; 64])];
+        s.save_recent().unwrap();
+        assert_eq!(OwnerState::load(&path).unwrap().recent, s.recent);
+        let side = PathBuf::from(format!("{}.recent", path.display()));
+        let mut bytes = std::fs::read(&side).unwrap();
+        bytes[20] ^= 1;
+        std::fs::write(&side, &bytes).unwrap();
+        assert!(OwnerState::load(&path).unwrap().recent.is_empty());
+    }
+
+    #[test]
+    fn a_state_file_from_before_batches_still_loads() {
+        // Written by the previous version: no block cache, no `unchecked`, no `more`.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.json");
+        let mut v = serde_json::to_value(state(None)).unwrap();
+        let o = v.as_object_mut().unwrap();
+        o.remove("block_cache_levels");
+        o.insert("c".into(), serde_json::json!({"run": {"tag": 0, "built_at": 0}, "root": B256::ZERO}));
+        o.insert("pending".into(), serde_json::json!({"kind": "store_sealed", "run": {"tag": 0, "built_at": 0}, "next": 2}));
+        std::fs::write(&path, v.to_string()).unwrap();
+        let s = OwnerState::load(&path).unwrap();
+        assert_eq!(s.block_cache_levels, 0);
+        assert!(!s.c.unwrap().unchecked);
+        assert_eq!(s.pending, Some(Pending::StoreSealed { run: WireRun { tag: 0, built_at: 0 }, next: 2, more: vec![] }));
+    }
+
+    #[test]
     fn a_state_file_without_an_intent_still_loads() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("old.json");
