@@ -50,7 +50,7 @@ impl PlainMerkle {
         let beta = blocks[0].len() as u64;
         let mut bf = std::fs::File::create(dir.join("plain.blocks")).unwrap();
         let mut lf = std::fs::File::create(dir.join("plain.leaves")).unwrap();
-        let leaves: Vec<B256> = blocks.iter().map(|b| alloy_primitives::keccak256(b)).collect();
+        let leaves: Vec<B256> = blocks.iter().map(alloy_primitives::keccak256).collect();
         for (b, l) in blocks.iter().zip(&leaves) {
             bf.write_all(b).unwrap();
             lf.write_all(l.as_slice()).unwrap();

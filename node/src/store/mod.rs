@@ -90,6 +90,7 @@ mod upload;
 mod write;
 
 pub use batch::BatchWrite;
+pub use read::ULeafPath;
 pub use error::StoreError;
 pub use fault::CommitFault;
 pub use meta::{DealParams, LastAnswer, Phase};

@@ -67,6 +67,9 @@ impl DealState {
     }
 }
 
+/// U's leaf parts and path for one index: (block root, σ̃_U, path from the leaf up).
+pub type ULeafPath = (B256, [u8; 32], Vec<B256>);
+
 impl Store {
     /// Read(i): U[i], σ̃_U(i) and the U-tree path of leaf i (siblings from the leaf
     /// up), to check against the root U of a digest.
@@ -93,7 +96,7 @@ impl Store {
     ///
     /// Errors: [`StoreError::UnknownDeal`], [`StoreError::Phase`] while uploading,
     /// [`StoreError::Index`] (any index ≥ N), [`StoreError::Io`].
-    pub fn u_paths(&self, deal: u64, indices: &[u64]) -> Result<Vec<(B256, [u8; 32], Vec<B256>)>> {
+    pub fn u_paths(&self, deal: u64, indices: &[u64]) -> Result<Vec<ULeafPath>> {
         self.with_state(deal, |st| {
             st.require_live()?;
             let n = st.meta.num_blocks();

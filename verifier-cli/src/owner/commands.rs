@@ -509,7 +509,7 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
 
 /// The writes a `dpor write` names: `INDEX FILE` pairs and the lines of a batch file.
 fn write_args(pairs: &[String], batch: Option<&std::path::Path>) -> anyhow::Result<Vec<(u64, Vec<u8>)>> {
-    ensure!(pairs.len() % 2 == 0, "give INDEX FILE pairs (got {} arguments)", pairs.len());
+    ensure!(pairs.len().is_multiple_of(2), "give INDEX FILE pairs (got {} arguments)", pairs.len());
     let mut list: Vec<(String, PathBuf)> = pairs.chunks(2).map(|p| (p[0].clone(), PathBuf::from(&p[1]))).collect();
     if let Some(b) = batch {
         let text = std::fs::read_to_string(b).with_context(|| format!("cannot read the batch file {}", b.display()))?;
