@@ -67,6 +67,14 @@ pub enum Misbehavior {
     /// that saves storage on every block. Applies to audits and to the chain agent's
     /// epoch proofs (issue 9 finding 3: whole-block proofs catch it).
     PartialBlocks,
+    /// Drop every owner `Write` / `WriteBatch` before applying it and answer
+    /// `Internal`, as if the request was lost on the way (the owner's intent recovery
+    /// must send it again).
+    DropWrites,
+    /// Apply every owner `Write` / `WriteBatch`, then answer `Internal` instead of the
+    /// reply, as if the answer was lost (the owner's recovery must learn it with
+    /// `Outcome`).
+    LoseWriteAnswers,
 }
 
 impl std::str::FromStr for Misbehavior {
@@ -79,8 +87,10 @@ impl std::str::FromStr for Misbehavior {
             "other-deal" => Ok(Self::OtherDeal),
             "commit-wrong" => Ok(Self::CommitWrong),
             "partial-blocks" => Ok(Self::PartialBlocks),
+            "drop-writes" => Ok(Self::DropWrites),
+            "lose-write-answers" => Ok(Self::LoseWriteAnswers),
             _ => Err(format!(
-                "unknown misbehavior {s:?} (none, wrong-block, stale-level, other-deal, commit-wrong, partial-blocks)"
+                "unknown misbehavior {s:?} (none, wrong-block, stale-level, other-deal, commit-wrong, partial-blocks, drop-writes, lose-write-answers)"
             )),
         }
     }
@@ -180,6 +190,14 @@ impl NodeHandler {
                 let (block_root, _) = leaf.first().copied().ok_or_else(|| Fail::new(ErrorCode::OutOfRange, "no such index"))?;
                 Ok(Response::UPath { index, block_root, sealed_u: B256::from(sealed), path })
             }
+            Request::UPaths { deal, indices } => {
+                let depth = self.blocking(move |s| s.view(deal)).await?.params.num_blocks.trailing_zeros() as u64;
+                check_batch(indices.len() as u64, 32 * (depth + 3))?;
+                let asked = indices.clone();
+                let got = self.blocking(move |s| s.u_paths(deal, &indices)).await?;
+                let items = asked.into_iter().zip(got).map(|(i, (root, sealed, path))| (i, root, B256::from(sealed), path)).collect();
+                Ok(Response::UPaths { items })
+            }
             Request::Download { deal, start, count } => {
                 let beta = self.blocking(move |s| s.view(deal)).await?.params.block_bytes as u64;
                 check_batch(count, beta)?;
@@ -245,6 +263,7 @@ impl NodeHandler {
                     Some(LastAnswer::Committed(root_u, c, root_c)) => {
                         WireOutcome::Applied { nonce, answer: Box::new(Response::Committed { root_u, c: c.into(), root_c }) }
                     }
+                    Some(LastAnswer::WrittenBatch(b)) => WireOutcome::Applied { nonce, answer: Box::new(batch_response(&b)) },
                     None if nonce > last_nonce => WireOutcome::NotApplied { last_nonce },
                     None => WireOutcome::Superseded { last_nonce },
                 };
@@ -352,6 +371,19 @@ impl NodeHandler {
             ));
         }
         tracing::debug!(deal, nonce, op = parsed.kind(), "owner request");
+        let is_write = matches!(parsed, OwnerOp::Write { .. } | OwnerOp::WriteBatch { .. });
+        if is_write && self.misbehavior == Misbehavior::DropWrites {
+            return Err(Fail::new(ErrorCode::Internal, "TESTING ONLY: write dropped"));
+        }
+        let answer = self.owner_op(deal, nonce, owner, parsed).await;
+        if is_write && answer.is_ok() && self.misbehavior == Misbehavior::LoseWriteAnswers {
+            return Err(Fail::new(ErrorCode::Internal, "TESTING ONLY: write applied, answer lost"));
+        }
+        answer
+    }
+
+    /// Runs one authenticated owner operation.
+    async fn owner_op(&self, deal: u64, nonce: u64, owner: Address, parsed: OwnerOp) -> Result<Response, Fail> {
         match parsed {
             OwnerOp::UploadBegin { num_blocks, block_bytes } => {
                 let chain = self.chain_deal(deal).await?;
@@ -392,6 +424,16 @@ impl NodeHandler {
                 let out = self.blocking(move |s| s.write(deal, nonce, index, block.into_vec(), sealed_u.0)).await?;
                 tracing::debug!(deal, index, run = %out.run, "write applied");
                 Ok(Response::Written { step: out.step.into(), run: out.run.into(), run_root: out.run_root, root_u: out.root_u })
+            }
+            OwnerOp::WriteBatch { writes } => {
+                let block_bytes = writes.first().map(|w| w.block.len() as u64).unwrap_or(0);
+                check_batch(writes.len() as u64, block_bytes + 48)?;
+                let writes: Vec<crate::store::BatchWrite> =
+                    writes.into_iter().map(|w| (w.index, w.block.into_vec(), w.sealed_u.0)).collect();
+                let count = writes.len();
+                let out = self.blocking(move |s| s.write_batch(deal, nonce, writes)).await?;
+                tracing::debug!(deal, count, runs = out.runs.len(), "write batch applied");
+                Ok(batch_response(&out))
             }
             OwnerOp::StoreSealed { run, start, sealed } => {
                 check_batch(sealed.len() as u64, 33)?;
@@ -511,4 +553,9 @@ impl From<StoreError> for Fail {
         };
         Fail { code, message: e.to_string() }
     }
+}
+
+/// The wire answer of a batch of writes.
+fn batch_response(b: &crate::store::BatchOutcome) -> Response {
+    Response::WrittenBatch { count: b.count, root_u: b.root_u, runs: b.runs.iter().map(|(id, root)| ((*id).into(), *root)).collect() }
 }

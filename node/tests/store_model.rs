@@ -401,3 +401,66 @@ fn reopening_waits_for_a_handle_that_is_still_closing() {
     holder.join().unwrap();
     drop(store);
 }
+
+/// Issue 11 #1: batches of writes (random lengths up to 3N, crossing C-rebuilds, with
+/// repeated indices, mixed with single writes, reopening midway) leave exactly the
+/// state of the same writes one by one on the reference; the answer names exactly the
+/// runs of the new state that the batch built; an invalid batch changes nothing.
+#[test]
+fn batches_match_the_reference_written_one_by_one() {
+    for (seed, n, beta) in [(11u64, 8u64, 16usize), (12, 16, 16), (13, 4, 7), (14, 1, 16), (15, 32, 100)] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut store = open(dir.path());
+        let mut nonce = 0;
+        let (mut reference, mut sealed) = upload(&store, &mut rng, n, beta, &mut nonce);
+        for round in 0..12 {
+            let ctx = format!("seed {seed}, batch {round}");
+            let before = reference.total_writes();
+            let len = rng.gen_range(1..=3 * n as usize);
+            let writes: Vec<(u64, Vec<u8>, [u8; 32])> =
+                (0..len).map(|_| (rng.gen_range(0..n.min(4)) * (n / n.min(4)), random_block(&mut rng, beta), rng.gen())).collect();
+            nonce += 1;
+            let out = store.write_batch(DEAL, nonce, writes.clone()).unwrap();
+            for (index, block, s) in writes {
+                reference.write(index, block).unwrap();
+                sealed[index as usize] = s;
+            }
+            assert_eq!(out.count, len as u64, "{ctx}");
+            assert_eq!(out.root_u, merkle::u_tree(reference.u(), &sealed).unwrap().root(), "{ctx}");
+            let built: Vec<(RunId, B256)> = reference
+                .runs()
+                .into_iter()
+                .filter(|r| r.built_at > before)
+                .map(|r| (r.id(), merkle::run_tree(&ref_run_bytes(reference.format(), r)).unwrap().root()))
+                .collect();
+            assert_eq!(out.runs, built, "{ctx}: runs named in the answer");
+            check(&store, &reference, &sealed, &ctx);
+            if rng.gen_ratio(1, 3) {
+                drop(store);
+                store = open(dir.path());
+                check(&store, &reference, &sealed, &format!("{ctx}, reopened"));
+            }
+            // A single write in between.
+            let index = rng.gen_range(0..n);
+            let block = random_block(&mut rng, beta);
+            let s: [u8; 32] = rng.gen();
+            nonce += 1;
+            store.write(DEAL, nonce, index, block.clone(), s).unwrap();
+            reference.write(index, block).unwrap();
+            sealed[index as usize] = s;
+            check(&store, &reference, &sealed, &format!("{ctx}, single write after"));
+        }
+        assert!(reference.rebuild_count() >= 2, "seed {seed}: batches crossed C-rebuilds");
+        // Invalid batches change nothing: a bad index or size anywhere, an empty one, a replay.
+        let view = store.view(DEAL).unwrap();
+        let good = (0u64, vec![1u8; beta], [1u8; 32]);
+        nonce += 1;
+        assert!(matches!(store.write_batch(DEAL, nonce, vec![good.clone(), (n, vec![1u8; beta], [1; 32])]), Err(StoreError::Index { .. })));
+        assert!(matches!(store.write_batch(DEAL, nonce, vec![good.clone(), (0, vec![1u8; beta + 1], [1; 32])]), Err(StoreError::BlockSize { .. })));
+        assert!(matches!(store.write_batch(DEAL, nonce, vec![]), Err(StoreError::Range(_))));
+        assert!(matches!(store.write_batch(DEAL, nonce - 1, vec![good]), Err(StoreError::Replay { .. })));
+        assert_eq!(store.view(DEAL).unwrap(), view, "seed {seed}: refused batches changed the state");
+        check(&store, &reference, &sealed, "after refused batches");
+    }
+}

@@ -10,7 +10,7 @@
 //!
 //! Two kinds of requests:
 //!
-//! - **Public** reads ([`Request::Status`], [`Request::Read`], [`Request::UPath`], [`Request::Download`],
+//! - **Public** reads ([`Request::Status`], [`Request::Read`], [`Request::UPath`], [`Request::UPaths`], [`Request::Download`],
 //!   [`Request::ULeaves`], [`Request::Samples`], [`Request::Coded`],
 //!   [`Request::RunLeaves`], [`Request::Sealed`], [`Request::SecretAudit`]): anyone may ask; everything returned is
 //!   checked by the asker against roots it trusts (its own, or a digest posted on chain).
@@ -143,6 +143,15 @@ pub enum Request {
         /// Block index, < N.
         index: u64,
     },
+    /// Public: [`Request::UPath`] for several indices at once, from one snapshot of the
+    /// node's state (before a batch of writes). At most [`batch_len`]`(32·(k + 3))`
+    /// indices. Answer: [`Response::UPaths`].
+    UPaths {
+        /// The deal.
+        deal: u64,
+        /// Block indices, each < N (in any order; repeats allowed).
+        indices: Vec<u64>,
+    },
     /// Public: `count` raw blocks of U from `start` (download). Answer:
     /// [`Response::Blocks`]. `count · β ≤` [`MAX_BATCH_BYTES`].
     Download {
@@ -271,6 +280,7 @@ impl Request {
             Request::Status { .. } => "status",
             Request::Read { .. } => "read",
             Request::UPath { .. } => "u-path",
+            Request::UPaths { .. } => "u-paths",
             Request::Download { .. } => "download",
             Request::ULeaves { .. } => "u-leaves",
             Request::Samples { .. } => "samples",
@@ -350,6 +360,14 @@ pub enum OwnerOp {
         /// Its σ̃_U.
         sealed_u: B256,
     },
+    /// A batch of writes (issue 11 #1): each `(i, B, σ̃_U)` in order, exactly as that
+    /// many [`OwnerOp::Write`]s, committed atomically and durably once. At most
+    /// [`batch_len`]`(β + 48)` writes (the payload limit). Answer:
+    /// [`Response::WrittenBatch`].
+    WriteBatch {
+        /// The writes, in order (an index may repeat: the last value stays in U).
+        writes: Vec<WireWrite>,
+    },
     /// Store the owner's σ̃ for positions `start..` of a live run. Answer:
     /// [`Response::Accepted`].
     StoreSealed {
@@ -390,10 +408,22 @@ impl OwnerOp {
             OwnerOp::UploadBlocks { .. } => "upload-blocks",
             OwnerOp::UploadFinish => "upload-finish",
             OwnerOp::Write { .. } => "write",
+            OwnerOp::WriteBatch { .. } => "write-batch",
             OwnerOp::StoreSealed { .. } => "store-sealed",
             OwnerOp::Cosign { .. } => "cosign",
         }
     }
+}
+
+/// One write of an [`OwnerOp::WriteBatch`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireWrite {
+    /// Block index, < N.
+    pub index: u64,
+    /// The new block, β bytes.
+    pub block: ByteBuf,
+    /// Its σ̃_U.
+    pub sealed_u: B256,
 }
 
 /// A coded block with its run path.
@@ -482,8 +512,8 @@ pub enum WireOutcome {
         last_nonce: u64,
     },
     /// The node applied the request; `answer` is the reply it gave (or would have
-    /// given): [`Response::Written`] for a write, [`Response::Committed`] for an
-    /// upload finish.
+    /// given): [`Response::Written`] for a write, [`Response::WrittenBatch`] for a
+    /// batch, [`Response::Committed`] for an upload finish.
     Applied {
         /// The nonce asked about.
         nonce: u64,
@@ -574,6 +604,11 @@ pub enum Response {
         /// U path, leaf to root.
         path: Vec<B256>,
     },
+    /// For [`Request::UPaths`]: one item per index asked, in order.
+    UPaths {
+        /// (index, block root, σ̃_U, U path leaf to root) per index.
+        items: Vec<(u64, B256, B256, Vec<B256>)>,
+    },
     /// For [`Request::Download`].
     Blocks {
         /// First index.
@@ -643,6 +678,17 @@ pub enum Response {
         run_root: B256,
         /// The new rootU.
         root_u: B256,
+    },
+    /// For [`OwnerOp::WriteBatch`].
+    WrittenBatch {
+        /// Writes applied.
+        count: u64,
+        /// The new rootU.
+        root_u: B256,
+        /// The runs the batch built that the new state holds, with their roots: C first
+        /// if the batch crossed a C-rebuild, then levels ascending (runs built and
+        /// consumed inside the batch are not stored and not named).
+        runs: Vec<(WireRun, B256)>,
     },
     /// For [`OwnerOp::Cosign`]: the provider's 65-byte EIP-712 signature.
     Cosigned {
@@ -748,6 +794,18 @@ mod tests {
         };
         round_trip(&Response::Outcome(WireOutcome::Applied { nonce: 7, answer: Box::new(written) }));
         round_trip(&Response::Outcome(WireOutcome::NotApplied { last_nonce: 6 }));
+        let batch = OwnerOp::WriteBatch {
+            writes: vec![WireWrite { index: 2, block: ByteBuf::from(vec![1u8; 64]), sealed_u: B256::repeat_byte(2) }],
+        };
+        assert_eq!(OwnerOp::from_bytes(&batch.to_bytes()).unwrap(), batch);
+        round_trip(&Response::Outcome(WireOutcome::Applied {
+            nonce: 8,
+            answer: Box::new(Response::WrittenBatch {
+                count: 3,
+                root_u: B256::repeat_byte(4),
+                runs: vec![(WireRun { tag: 2, built_at: 10 }, B256::repeat_byte(5))],
+            }),
+        }));
         round_trip(&Response::Outcome(WireOutcome::Superseded { last_nonce: 9 }));
         round_trip(&Request::Outcome { deal: 1, nonce: 7 });
     }

@@ -10,7 +10,7 @@ use alloy_primitives::{Address, B256};
 use anyhow::{anyhow, bail, Context};
 use dpor_proto::messages::{
     owner_request_hash, DealStatus, ErrorCode, OwnerOp, Request, Response, Signed, WireDigest, WireError, WireOutcome,
-    WireRun, WireSample, WireStep,
+    WireRun, WireSample, WireStep, WireWrite,
 };
 use dpor_proto::net::{Client, Multiaddr, NetConfig};
 use serde_bytes::ByteBuf;
@@ -37,6 +37,17 @@ pub struct Written {
     pub run_root: B256,
     /// The new rootU.
     pub root_u: B256,
+}
+
+/// What a batch of writes returned.
+#[derive(Debug, Clone)]
+pub struct WrittenBatch {
+    /// Writes applied.
+    pub count: u64,
+    /// The new rootU.
+    pub root_u: B256,
+    /// The runs the batch built that the new state holds (C first, then levels ascending).
+    pub runs: Vec<(WireRun, B256)>,
 }
 
 fn cbor_len<T: serde::Serialize>(v: &T) -> u64 {
@@ -115,6 +126,23 @@ impl NodeClient {
             Response::UPath { index: i, block_root, sealed_u, path } if i == index => Ok((block_root, sealed_u, path)),
             other => unexpected("u-path", &other),
         }
+    }
+
+    /// [`NodeClient::u_path`] for several indices (one request per
+    /// [`batch_len`](dpor_proto::messages::batch_len) of them): (block root, σ̃_U, path)
+    /// per index, in order. Unverified: the caller checks them against its rootU.
+    pub async fn u_paths(&self, deal: u64, indices: &[u64], depth: u32) -> anyhow::Result<Vec<(B256, B256, Vec<B256>)>> {
+        let per = dpor_proto::messages::batch_len(32 * (depth as u64 + 3)) as usize;
+        let mut out = Vec::with_capacity(indices.len());
+        for chunk in indices.chunks(per.max(1)) {
+            match self.call(Request::UPaths { deal, indices: chunk.to_vec() }).await? {
+                Response::UPaths { items } if items.len() == chunk.len() && items.iter().zip(chunk).all(|(it, i)| it.0 == *i) => {
+                    out.extend(items.into_iter().map(|(_, root, sealed, path)| (root, sealed, path)));
+                }
+                other => return unexpected("u-paths", &other),
+            }
+        }
+        Ok(out)
     }
 
     /// `count` blocks of U from `start`.
@@ -225,6 +253,14 @@ impl NodeClient {
         }
     }
 
+    /// A batch of writes ([`OwnerOp::WriteBatch`]): (count, new rootU, runs built).
+    pub async fn write_batch(&self, auth: &OwnerAuth<'_>, nonce: u64, writes: Vec<WireWrite>) -> anyhow::Result<WrittenBatch> {
+        match self.call(auth.sign(nonce, &OwnerOp::WriteBatch { writes })?).await.context("owner write-batch")? {
+            Response::WrittenBatch { count, root_u, runs } => Ok(WrittenBatch { count, root_u, runs }),
+            other => unexpected("write-batch", &other),
+        }
+    }
+
     /// Cosign: the provider's signature and address.
     pub async fn cosign(&self, auth: &OwnerAuth<'_>, nonce: u64, digest: WireDigest) -> anyhow::Result<(Vec<u8>, Address)> {
         match self.call(auth.sign(nonce, &OwnerOp::Cosign { digest })?).await.context("owner cosign")? {
@@ -262,6 +298,8 @@ pub(crate) fn unexpected<T>(what: &str, got: &Response) -> anyhow::Result<T> {
         Response::Accepted => "Accepted",
         Response::Committed { .. } => "Committed",
         Response::Written { .. } => "Written",
+        Response::WrittenBatch { .. } => "WrittenBatch",
+        Response::UPaths { .. } => "UPaths",
         Response::Cosigned { .. } => "Cosigned",
         Response::Outcome(_) => "Outcome",
         Response::SecretAudit { .. } => "SecretAudit",

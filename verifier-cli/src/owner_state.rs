@@ -40,6 +40,23 @@ pub struct RunEntry {
     /// Its checksums σ (size × ρ canonical values), if cached.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sigma: Option<Vec<u64>>,
+    /// Built by a batch of writes whose check is deferred (issue 11 #2): the root is
+    /// the node's, not yet spot-checked or recomputed. The owner checks it before it
+    /// signs a digest that references it ([`crate::owner::flows::verify_deferred`]).
+    /// Absent (false) in state files written before batches existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unchecked: bool,
+}
+
+/// One write of a [`Pending::WriteBatch`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingWrite {
+    /// Block index.
+    pub index: u64,
+    /// The block, β bytes.
+    pub block: alloy_primitives::Bytes,
+    /// Its σ̃_U.
+    pub sealed_u: B256,
 }
 
 /// An owner request sent (or about to be sent) whose outcome is not yet in the state,
@@ -67,6 +84,22 @@ pub enum Pending {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         rejected: Option<String>,
     },
+    /// A batch of writes with `nonce` (issue 11 #1): the node's answer must give
+    /// `new_root_u` and name exactly `runs` (the runs of the new state the batch
+    /// builds), whose checksums are in the sidecar.
+    WriteBatch {
+        /// Its nonce.
+        nonce: u64,
+        /// The writes in order (to send them again if the node never got them).
+        writes: Vec<PendingWrite>,
+        /// rootU after the batch, as the owner computed it.
+        new_root_u: B256,
+        /// The runs the batch must build that the new state holds (C first, then levels ascending).
+        runs: Vec<WireRun>,
+        /// As for [`Pending::Write`].
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rejected: Option<String>,
+    },
     /// UploadFinish with `nonce`: the node must commit `root_u` and C@0, whose
     /// checksums are in the sidecar.
     UploadFinish {
@@ -87,11 +120,28 @@ pub enum Pending {
         run: WireRun,
         /// First position not yet acknowledged.
         next: u64,
+        /// Further runs whose σ̃ go to the node after this one (a batch), all from
+        /// position 0; their checksums are in the sidecar too.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        more: Vec<WireRun>,
     },
 }
 
-/// Magic of the checksum sidecar file.
+/// A write the owner remembers for its cache of the smallest levels' blocks (App. A.1):
+/// (total write number counting from 1, block index, block).
+pub type RecentWrite = (u64, u64, Vec<u8>);
+
+/// Magic of the checksum sidecar file (one run; still read).
 const SIGMA_MAGIC: &[u8; 12] = b"dpor-sigma-1";
+/// Magic of the checksum sidecar file holding several runs (a batch).
+const SIGMA_MAGIC_2: &[u8; 12] = b"dpor-sigma-2";
+/// Magic of the recent-writes sidecar (the owner's block cache, App. A.1).
+const RECENT_MAGIC: &[u8; 13] = b"dpor-recent-1";
+
+/// Default number of smallest levels whose *blocks* the owner keeps (App. A.1): levels
+/// 0..7, at most 2^8 − 1 blocks (1 MiB at β = 4 KiB). Runs of these levels are
+/// recomputed by the owner at checkpoint time instead of being spot-checked.
+pub const DEFAULT_BLOCK_CACHE_LEVELS: u32 = 8;
 
 /// The owner's state for one deal.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -135,13 +185,28 @@ pub struct OwnerState {
     /// The unfinished request or step, if any (see [`Pending`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending: Option<Pending>,
+    /// Levels below this are verified, when a digest references them, by recomputing
+    /// them from the owner's copy of their blocks (App. A.1; [`OwnerState::recent`]),
+    /// never spot-checked. 0 (the value in older state files) keeps no blocks.
+    #[serde(default)]
+    pub block_cache_levels: u32,
+    /// The writes of the current smallest levels (those below
+    /// [`OwnerState::block_cache_levels`]), oldest first, kept in the sidecar
+    /// `<state>.recent` ([`OwnerState::save_recent`]). May be missing or short (an
+    /// older state, a lost sidecar): the runs it does not cover are spot-checked.
+    #[serde(skip)]
+    pub recent: Vec<RecentWrite>,
+    /// Set when a run failed its deferred check ([`crate::owner::batch::verify_deferred`]):
+    /// the node misbehaved, and the owner signs no digest from then on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deferred_failure: Option<String>,
     /// Where the state is saved ([`OwnerState::persist`]); `None` keeps it in memory
     /// only (tests, benchmarks).
     #[serde(skip)]
     pub path: Option<PathBuf>,
-    /// The checksums of the pending run in memory: (run, size × ρ canonical values).
+    /// The checksums of the pending runs in memory: (run, size × ρ canonical values).
     #[serde(skip)]
-    pub stashed: Option<(WireRun, Vec<u64>)>,
+    pub stashed: Vec<(WireRun, Vec<u64>)>,
 }
 
 impl OwnerState {
@@ -152,6 +217,7 @@ impl OwnerState {
         let mut state: Self =
             serde_json::from_str(&text).with_context(|| format!("the owner state {} is corrupt", path.display()))?;
         state.path = Some(path.to_path_buf());
+        state.recent = state.load_recent();
         Ok(state)
     }
 
@@ -170,36 +236,41 @@ impl OwnerState {
     /// Keeps the checksums `sigma` of `run` durably (the sidecar file, fsynced and
     /// renamed into place) until [`OwnerState::drop_sigma`].
     pub fn stash_sigma(&mut self, run: WireRun, sigma: &[Fp]) -> anyhow::Result<()> {
-        let values = sigma_to_u64(sigma);
+        self.stash_sigmas(&[(run, sigma.to_vec())])
+    }
+
+    /// [`OwnerState::stash_sigma`] for several runs at once (a batch).
+    pub fn stash_sigmas(&mut self, runs: &[(WireRun, Vec<Fp>)]) -> anyhow::Result<()> {
+        let values: Vec<(WireRun, Vec<u64>)> = runs.iter().map(|(r, s)| (*r, sigma_to_u64(s))).collect();
         if let Some(path) = self.sigma_path() {
-            let mut buf = Vec::with_capacity(SIGMA_MAGIC.len() + 20 + 8 * values.len() + 32);
-            buf.extend_from_slice(SIGMA_MAGIC);
-            buf.extend_from_slice(&run.tag.to_le_bytes());
-            buf.extend_from_slice(&run.built_at.to_le_bytes());
+            let mut buf = Vec::with_capacity(SIGMA_MAGIC_2.len() + 8 + values.iter().map(|(_, v)| 20 + 8 * v.len()).sum::<usize>() + 32);
+            buf.extend_from_slice(SIGMA_MAGIC_2);
             buf.extend_from_slice(&(values.len() as u64).to_le_bytes());
-            for v in &values {
-                buf.extend_from_slice(&v.to_le_bytes());
+            for (run, v) in &values {
+                buf.extend_from_slice(&run.tag.to_le_bytes());
+                buf.extend_from_slice(&run.built_at.to_le_bytes());
+                buf.extend_from_slice(&(v.len() as u64).to_le_bytes());
+                for x in v {
+                    buf.extend_from_slice(&x.to_le_bytes());
+                }
             }
             let check = alloy_primitives::keccak256(&buf);
             buf.extend_from_slice(check.as_slice());
             write_durably(&path, &buf)?;
         }
-        self.stashed = Some((run, values));
+        self.stashed = values;
         Ok(())
     }
 
     /// The stashed checksums of `run` (memory, else the sidecar file).
     pub fn stashed_sigma(&self, run: WireRun) -> anyhow::Result<Vec<Fp>> {
-        if let Some((r, v)) = &self.stashed {
-            if *r == run {
-                return sigma_from_u64(v);
-            }
+        if let Some((_, v)) = self.stashed.iter().find(|(r, _)| *r == run) {
+            return sigma_from_u64(v);
         }
         let path = self.sigma_path().context("no checksums kept for the pending run")?;
         let buf = std::fs::read(&path).with_context(|| format!("cannot read the pending checksums {}", path.display()))?;
         let bad = || anyhow::anyhow!("the pending checksums file {} is damaged", path.display());
-        let head = SIGMA_MAGIC.len() + 20;
-        if buf.len() < head + 32 || &buf[..SIGMA_MAGIC.len()] != SIGMA_MAGIC {
+        if buf.len() < SIGMA_MAGIC.len() + 32 {
             return Err(bad());
         }
         let (body, check) = buf.split_at(buf.len() - 32);
@@ -209,20 +280,66 @@ impl OwnerState {
         let u32_at = |o: usize| body.get(o..o + 4).and_then(|b| b.try_into().ok()).map(u32::from_le_bytes);
         let u64_at = |o: usize| body.get(o..o + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
         let m = SIGMA_MAGIC.len();
-        let got = WireRun { tag: u32_at(m).ok_or_else(bad)?, built_at: u64_at(m + 4).ok_or_else(bad)? };
-        anyhow::ensure!(got == run, "the pending checksums file is for run {got:?}, not {run:?}");
-        let count = u64_at(m + 12).ok_or_else(bad)? as usize;
-        anyhow::ensure!(body.len() == head + 8 * count, "{}", bad());
-        let values: Vec<u64> = (0..count).map(|i| u64_at(head + 8 * i).unwrap_or(u64::MAX)).collect();
-        sigma_from_u64(&values)
+        let (runs, mut at) = match &body[..m] {
+            x if x == SIGMA_MAGIC => (1u64, m),
+            x if x == SIGMA_MAGIC_2 => (u64_at(m).ok_or_else(bad)?, m + 8),
+            _ => return Err(bad()),
+        };
+        let mut seen = Vec::new();
+        for _ in 0..runs {
+            let got = WireRun { tag: u32_at(at).ok_or_else(bad)?, built_at: u64_at(at + 4).ok_or_else(bad)? };
+            let count = usize::try_from(u64_at(at + 12).ok_or_else(bad)?).map_err(|_| bad())?;
+            let head = at + 20;
+            let end = count.checked_mul(8).and_then(|b| b.checked_add(head)).filter(|e| *e <= body.len()).ok_or_else(bad)?;
+            if got == run {
+                let values: Vec<u64> = (0..count).map(|i| u64_at(head + 8 * i).unwrap_or(u64::MAX)).collect();
+                return sigma_from_u64(&values);
+            }
+            seen.push(got);
+            at = end;
+        }
+        anyhow::ensure!(at == body.len(), "{}", bad());
+        anyhow::bail!("the pending checksums file is for runs {seen:?}, not {run:?}")
     }
 
     /// Forgets the stashed checksums (deletes the sidecar).
     pub fn drop_sigma(&mut self) {
-        self.stashed = None;
+        self.stashed.clear();
         if let Some(p) = self.sigma_path() {
             let _ = std::fs::remove_file(p);
         }
+    }
+
+    fn recent_path(&self) -> Option<PathBuf> {
+        self.path.as_ref().map(|p| PathBuf::from(format!("{}.recent", p.display())))
+    }
+
+    /// Saves [`OwnerState::recent`] to the sidecar `<state>.recent` (atomically and
+    /// durably). Called before the state that needs it is saved, with the writes of
+    /// both the previous and the new state, so either state finds its blocks after a
+    /// crash.
+    pub fn save_recent(&self) -> anyhow::Result<()> {
+        let Some(path) = self.recent_path() else { return Ok(()) };
+        let mut buf = Vec::with_capacity(RECENT_MAGIC.len() + 8 + self.recent.iter().map(|r| 24 + r.2.len()).sum::<usize>() + 32);
+        buf.extend_from_slice(RECENT_MAGIC);
+        buf.extend_from_slice(&(self.recent.len() as u64).to_le_bytes());
+        for (w, i, b) in &self.recent {
+            buf.extend_from_slice(&w.to_le_bytes());
+            buf.extend_from_slice(&i.to_le_bytes());
+            buf.extend_from_slice(&(b.len() as u64).to_le_bytes());
+            buf.extend_from_slice(b);
+        }
+        let check = alloy_primitives::keccak256(&buf);
+        buf.extend_from_slice(check.as_slice());
+        write_durably(&path, &buf)
+    }
+
+    /// Reads the recent-writes sidecar; empty if it is missing or damaged (the runs it
+    /// would cover are then spot-checked instead).
+    fn load_recent(&self) -> Vec<RecentWrite> {
+        let Some(path) = self.recent_path() else { return Vec::new() };
+        let Ok(buf) = std::fs::read(&path) else { return Vec::new() };
+        parse_recent(&buf).unwrap_or_default()
     }
 
     /// Writes the state file atomically and durably (temp file, fsync, rename, fsync
@@ -306,6 +423,29 @@ fn write_durably(path: &Path, data: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Parses a recent-writes sidecar; `None` if damaged.
+fn parse_recent(buf: &[u8]) -> Option<Vec<RecentWrite>> {
+    let m = RECENT_MAGIC.len();
+    if buf.len() < m + 8 + 32 || &buf[..m] != RECENT_MAGIC {
+        return None;
+    }
+    let (body, check) = buf.split_at(buf.len() - 32);
+    if alloy_primitives::keccak256(body).as_slice() != check {
+        return None;
+    }
+    let u64_at = |o: usize| body.get(o..o + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
+    let count = u64_at(m)?;
+    let mut at = m + 8;
+    let mut out = Vec::new();
+    for _ in 0..count {
+        let (w, i, len) = (u64_at(at)?, u64_at(at + 8)?, usize::try_from(u64_at(at + 16)?).ok()?);
+        let block = body.get(at + 24..at.checked_add(24)?.checked_add(len)?)?.to_vec();
+        at += 24 + len;
+        out.push((w, i, block));
+    }
+    (at == body.len()).then_some(out)
+}
+
 /// Checksums as canonical integers (for the JSON file).
 pub fn sigma_to_u64(s: &[Fp]) -> Vec<u64> {
     s.iter().map(|e| field::to_u64(*e)).collect()
@@ -346,8 +486,11 @@ mod tests {
             digest_version: 0,
             cache_levels: 2,
             pending: None,
+            block_cache_levels: 0,
+            recent: Vec::new(),
+            deferred_failure: None,
             path,
-            stashed: None,
+            stashed: Vec::new(),
         }
     }
 
@@ -359,7 +502,7 @@ mod tests {
         let run = WireRun { tag: 0, built_at: 4 };
         let sigma: Vec<Fp> = (0..16u64).map(|i| field::from_bytes((i * 7).to_le_bytes()).unwrap()).collect();
         s.stash_sigma(run, &sigma).unwrap();
-        s.pending = Some(Pending::StoreSealed { run, next: 3 });
+        s.pending = Some(Pending::StoreSealed { run, next: 3, more: vec![] });
         s.persist().unwrap();
         // A new process: only the files.
         let back = OwnerState::load(&path).unwrap();
@@ -375,6 +518,59 @@ mod tests {
         let mut back = back;
         back.drop_sigma();
         assert!(!side.exists());
+    }
+
+    #[test]
+    fn a_batch_stashes_several_runs_and_an_old_single_run_sidecar_still_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("owner.json");
+        let mut s = state(Some(path.clone()));
+        let f = |k: u64| -> Vec<Fp> { (0..8u64).map(|i| field::from_bytes((i * 3 + k).to_le_bytes()).unwrap()).collect() };
+        let (a, b) = (WireRun { tag: 0, built_at: 8 }, WireRun { tag: 2, built_at: 10 });
+        s.stash_sigmas(&[(a, f(1)), (b, f(2))]).unwrap();
+        s.persist().unwrap();
+        let back = OwnerState::load(&path).unwrap();
+        assert_eq!(back.stashed_sigma(a).unwrap(), f(1));
+        assert_eq!(back.stashed_sigma(b).unwrap(), f(2));
+        assert!(back.stashed_sigma(WireRun { tag: 1, built_at: 9 }).is_err());
+        // The sidecar as the previous version wrote it (one run, magic dpor-sigma-1).
+        let values = sigma_to_u64(&f(3));
+        let mut buf = SIGMA_MAGIC.to_vec();
+        buf.extend_from_slice(&a.tag.to_le_bytes());
+        buf.extend_from_slice(&a.built_at.to_le_bytes());
+        buf.extend_from_slice(&(values.len() as u64).to_le_bytes());
+        values.iter().for_each(|v| buf.extend_from_slice(&v.to_le_bytes()));
+        let check = alloy_primitives::keccak256(&buf);
+        buf.extend_from_slice(check.as_slice());
+        std::fs::write(PathBuf::from(format!("{}.sigma", path.display())), &buf).unwrap();
+        assert_eq!(back.stashed_sigma(a).unwrap(), f(3));
+        // The recent-writes sidecar round-trips; a damaged one reads as empty.
+        let mut s = back;
+        s.recent = vec![(5, 1, vec![1, 2, 3]), (6, 0, vec![4; 64])];
+        s.save_recent().unwrap();
+        assert_eq!(OwnerState::load(&path).unwrap().recent, s.recent);
+        let side = PathBuf::from(format!("{}.recent", path.display()));
+        let mut bytes = std::fs::read(&side).unwrap();
+        bytes[20] ^= 1;
+        std::fs::write(&side, &bytes).unwrap();
+        assert!(OwnerState::load(&path).unwrap().recent.is_empty());
+    }
+
+    #[test]
+    fn a_state_file_from_before_batches_still_loads() {
+        // Written by the previous version: no block cache, no `unchecked`, no `more`.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.json");
+        let mut v = serde_json::to_value(state(None)).unwrap();
+        let o = v.as_object_mut().unwrap();
+        o.remove("block_cache_levels");
+        o.insert("c".into(), serde_json::json!({"run": {"tag": 0, "built_at": 0}, "root": B256::ZERO}));
+        o.insert("pending".into(), serde_json::json!({"kind": "store_sealed", "run": {"tag": 0, "built_at": 0}, "next": 2}));
+        std::fs::write(&path, v.to_string()).unwrap();
+        let s = OwnerState::load(&path).unwrap();
+        assert_eq!(s.block_cache_levels, 0);
+        assert!(!s.c.unwrap().unchecked);
+        assert_eq!(s.pending, Some(Pending::StoreSealed { run: WireRun { tag: 0, built_at: 0 }, next: 2, more: vec![] }));
     }
 
     #[test]

@@ -106,7 +106,10 @@ fn state(market: Address, lambda: u32) -> OwnerState {
         cache_levels: 2, // levels 0–1 from the cache, C and level 2 from σ̃ on the node
         pending: None,
         path: None,
-        stashed: None,
+        stashed: Vec::new(),
+        block_cache_levels: 0,
+        recent: Vec::new(),
+        deferred_failure: None,
     }
 }
 

@@ -84,7 +84,10 @@ fn state(deal: u64, n: u64, beta: u32, market: Address) -> OwnerState {
         cache_levels: 2, // levels ≥ 2 exercise the σ̃ fetch path
         pending: None,
         path: None,
-        stashed: None,
+        stashed: Vec::new(),
+        block_cache_levels: 0,
+        recent: Vec::new(),
+        deferred_failure: None,
     }
 }
 
@@ -206,4 +209,196 @@ async fn a_rejected_write_leaves_the_owner_on_its_previous_state_whose_runs_the_
     assert!(honest.sealed(1, level0, 0, 2).await.unwrap().iter().all(Option::is_some));
     let (ext, _) = flows::extract(honest, &st, None).await.unwrap();
     assert_eq!(ext, model);
+}
+
+/// Issue 11 #1–#2: batches of writes (random lengths, repeated indices, crossing two
+/// C-rebuilds) against a plain array as the model of the file; the deferred checks
+/// (recomputed small levels, spot-checked larger ones, σ̃ fetched for levels above the
+/// checksum cache) pass on an honest node at every "checkpoint"; reads, download and
+/// extraction give the model; single writes mix in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_of_writes_match_a_plain_array_and_pass_the_deferred_checks() {
+    use dpor_cli::owner::batch;
+    let (n, beta) = (32u64, 64u32);
+    let node = node(n, beta, Misbehavior::None).await;
+    let auth = OwnerAuth { key: &node.owner, chain_id: CHAIN, market: node.market, deal: 1 };
+    let mut st = state(1, n, beta, node.market);
+    st.block_cache_levels = 3; // levels 0..2 recomputed, 3.. spot-checked
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+    let mut model: Vec<u8> = (0..n as usize * beta as usize).map(|_| rng.gen()).collect();
+    flows::upload(&node.client, &auth, &mut st, &model, None).await.unwrap();
+    let (mut recomputed, mut spot) = (0, 0);
+    for round in 0..10 {
+        let len = rng.gen_range(1..=(n as usize + 7));
+        let writes: Vec<(u64, Vec<u8>)> =
+            (0..len).map(|_| (rng.gen_range(0..n / 2) * 2, (0..rng.gen_range(1..=beta)).map(|_| rng.gen()).collect())).collect();
+        let r = batch::write_batch(&node.client, &auth, &mut st, &writes).await.unwrap();
+        assert_eq!(r.count, len as u64);
+        for (i, data) in &writes {
+            let at = (*i * beta as u64) as usize;
+            model[at..at + beta as usize].fill(0);
+            model[at..at + data.len()].copy_from_slice(data);
+        }
+        assert_eq!(st.root_u, node.client.status(1).await.unwrap().root_u, "round {round}");
+        assert!(st.runs().iter().any(|(e, _)| e.unchecked), "round {round}: the new runs wait for the checkpoint");
+        if round % 3 == 2 {
+            let d = batch::verify_deferred(&node.client, &mut st).await.unwrap();
+            recomputed += d.recomputed.len();
+            spot += d.spot_checked.len();
+            assert!(st.runs().iter().all(|(e, _)| !e.unchecked), "round {round}");
+            // The digest the owner would sign is the node's state.
+            let s = node.client.status(1).await.unwrap();
+            assert_eq!((s.write_count, s.rebuild_count, s.root_u), (st.write_count, st.rebuild_count, st.root_u));
+            assert_eq!(s.levels.iter().map(|l| l.2).collect::<Vec<_>>(), st.level_roots());
+        }
+        if round == 4 {
+            let i = 5;
+            let block: Vec<u8> = (0..beta).map(|_| rng.gen()).collect();
+            flows::write(&node.client, &auth, &mut st, i, &block).await.unwrap();
+            model[(i * beta as u64) as usize..((i + 1) * beta as u64) as usize].copy_from_slice(&block);
+        }
+        let i = rng.gen_range(0..n);
+        assert_eq!(flows::read(&node.client, &st, i).await.unwrap(), model[(i * beta as u64) as usize..((i + 1) * beta as u64) as usize]);
+    }
+    assert!(st.rebuild_count >= 2, "the batches crossed C-rebuilds ({})", st.rebuild_count);
+    assert!(recomputed > 0 && spot > 0, "both kinds of deferred check ran: {recomputed} recomputed, {spot} spot-checked");
+    batch::verify_deferred(&node.client, &mut st).await.unwrap();
+    st.file_bytes = model.len() as u64;
+    assert_eq!(flows::download(&node.client, &st, None).await.unwrap(), model);
+    let (ext, _) = flows::extract(&node.client, &st, None).await.unwrap();
+    assert_eq!(ext, model);
+}
+
+/// Issue 11 #2: a node that commits a wrong coded block in a run that is consumed
+/// before the next checkpoint (level 0 built by write 1, consumed by write 2) is
+/// caught at the checkpoint: the corruption propagates into the level-3 run the digest
+/// references (8 of its 16 coded blocks are wrong), whose deferred spot-check fails.
+/// The owner accepted the batches (their roots were consistent), records the failure
+/// and refuses every later check, and an honest node passes the same sequence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_corrupted_between_checkpoints_is_caught_at_the_checkpoint() {
+    use dpor_cli::owner::batch;
+    use dpor_core::{RunId, RunTag};
+    use dpor_node::store::CommitFault;
+    for cheat in [false, true] {
+        let (n, beta) = (64u64, 64u32);
+        let dir = tempfile::tempdir().unwrap();
+        let owner = PrivateKeySigner::random();
+        let provider = PrivateKeySigner::random();
+        let market = Address::repeat_byte(0x42);
+        let store = Arc::new(Store::open(&dir.path().join("store"), StoreConfig { quota_bytes: None }).unwrap());
+        let deal = ChainDeal { owner: owner.address(), provider: provider.address(), num_blocks: n, block_bytes: beta, active: true };
+        let handler = NodeHandler::new(store.clone(), Arc::new(Deals(vec![deal])), Arc::new(ProviderSigner::new(provider, CHAIN, market)));
+        let server = net::serve(
+            net::load_or_create_keypair(&dir.path().join("k")).unwrap(),
+            "/ip4/127.0.0.1/tcp/0".parse().unwrap(),
+            Arc::new(handler),
+            NetConfig::default(),
+        )
+        .await
+        .unwrap();
+        let addr = server.listen_addrs()[0].clone().with(libp2p::multiaddr::Protocol::P2p(server.peer_id()));
+        let client = NodeClient::connect(&addr.to_string(), Duration::from_secs(60)).await.unwrap();
+        let auth = OwnerAuth { key: &owner, chain_id: CHAIN, market, deal: 1 };
+        let mut st = state(1, n, beta, market);
+        st.block_cache_levels = 3;
+        flows::upload(&client, &auth, &mut st, &vec![3u8; (n * beta as u64) as usize], None).await.unwrap();
+        if cheat {
+            store.set_commit_fault(Some(CommitFault(Arc::new(|run: RunId, _size| {
+                if run == (RunId { tag: RunTag::level(0), built_at: 1 }) {
+                    vec![0]
+                } else {
+                    vec![]
+                }
+            }))));
+        }
+        // Batch 1 stores the (wrong) level 0; batch 2 consumes it into level 3.
+        batch::write_batch(&client, &auth, &mut st, &[(1, vec![1u8; 64])]).await.unwrap();
+        let writes: Vec<(u64, Vec<u8>)> = (2..9u64).map(|i| (i, vec![i as u8; 64])).collect();
+        batch::write_batch(&client, &auth, &mut st, &writes).await.unwrap();
+        assert_eq!(st.write_count, 8);
+        assert_eq!(st.levels.iter().flatten().count(), 1, "only level 3 is filled");
+        let level3 = st.levels[3].clone().unwrap();
+        assert!(level3.unchecked);
+        let verdict = batch::verify_deferred(&client, &mut st).await;
+        if !cheat {
+            verdict.unwrap();
+            assert!(!st.levels[3].as_ref().unwrap().unchecked);
+            continue;
+        }
+        let err = verdict.unwrap_err();
+        assert!(format!("{err:#}").contains("spot-check"), "{err:#}");
+        assert!(st.deferred_failure.is_some());
+        // No second, luckier check.
+        let again = batch::verify_deferred(&client, &mut st).await.unwrap_err();
+        assert!(format!("{again:#}").contains("failed its deferred check"), "{again:#}");
+    }
+}
+
+/// Issue 11 #1: a batch whose request is lost (the node drops it) or whose answer is
+/// lost (the node applies it, the answer never arrives) is settled by the owner's
+/// intent recovery: sent again with the same nonce, or learned with `Outcome` and
+/// checked; either way the owner ends on the node's state and the file is the model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_batch_or_a_lost_batch_answer_is_settled_by_the_intent_recovery() {
+    use dpor_cli::owner::{batch, recover};
+    use dpor_cli::owner_state::Pending;
+    let (n, beta) = (16u64, 64u32);
+    let dir = tempfile::tempdir().unwrap();
+    let owner = PrivateKeySigner::random();
+    let provider = PrivateKeySigner::random();
+    let market = Address::repeat_byte(0x42);
+    let store = Arc::new(Store::open(&dir.path().join("store"), StoreConfig { quota_bytes: None }).unwrap());
+    let deal = ChainDeal { owner: owner.address(), provider: provider.address(), num_blocks: n, block_bytes: beta, active: true };
+    let signer = Arc::new(ProviderSigner::new(provider, CHAIN, market));
+    let mut clients = Vec::new();
+    let mut servers = Vec::new();
+    for (i, m) in [Misbehavior::None, Misbehavior::DropWrites, Misbehavior::LoseWriteAnswers].into_iter().enumerate() {
+        let handler = NodeHandler::new(store.clone(), Arc::new(Deals(vec![deal.clone()])), signer.clone()).with_misbehavior(m);
+        let server = net::serve(
+            net::load_or_create_keypair(&dir.path().join(format!("k{i}"))).unwrap(),
+            "/ip4/127.0.0.1/tcp/0".parse().unwrap(),
+            Arc::new(handler),
+            NetConfig::default(),
+        )
+        .await
+        .unwrap();
+        let addr = server.listen_addrs()[0].clone().with(libp2p::multiaddr::Protocol::P2p(server.peer_id()));
+        clients.push(NodeClient::connect(&addr.to_string(), Duration::from_secs(60)).await.unwrap());
+        servers.push(server);
+    }
+    let (honest, drops, loses) = (&clients[0], &clients[1], &clients[2]);
+    let auth = OwnerAuth { key: &owner, chain_id: CHAIN, market, deal: 1 };
+    let sdir = tempfile::tempdir().unwrap();
+    let mut st = state(1, n, beta, market);
+    st.block_cache_levels = 2;
+    st.path = Some(sdir.path().join("owner.json"));
+    let mut model = vec![4u8; (n * beta as u64) as usize];
+    flows::upload(honest, &auth, &mut st, &model, None).await.unwrap();
+    let apply = |model: &mut Vec<u8>, writes: &[(u64, Vec<u8>)]| {
+        for (i, d) in writes {
+            model[(*i * beta as u64) as usize..((*i + 1) * beta as u64) as usize].copy_from_slice(d);
+        }
+    };
+    for (round, client) in [drops, loses, drops, loses].into_iter().enumerate() {
+        let writes: Vec<(u64, Vec<u8>)> = (0..5 + 3 * round as u64).map(|j| ((j * 3 + round as u64) % n, vec![(round * 10) as u8 + j as u8; 64])).collect();
+        let before = honest.status(1).await.unwrap().write_count;
+        let err = batch::write_batch(client, &auth, &mut st, &writes).await.unwrap_err();
+        assert!(format!("{err:#}").contains("did not answer"), "{err:#}");
+        assert!(matches!(st.pending, Some(Pending::WriteBatch { .. })));
+        let applied = honest.status(1).await.unwrap().write_count != before;
+        assert_eq!(applied, round % 2 == 1, "round {round}: the lose-answer node applies, the drop node does not");
+        // A new process: only the files.
+        let mut back = OwnerState::load(st.path.as_ref().unwrap()).unwrap();
+        let notes = recover::recover(honest, &auth, &mut back).await.unwrap();
+        assert!(notes.iter().any(|n| n.contains(if applied { "had been applied" } else { "sent again" })), "{notes:?}");
+        assert!(back.pending.is_none());
+        apply(&mut model, &writes);
+        let s = honest.status(1).await.unwrap();
+        assert_eq!((s.root_u, s.write_count, s.rebuild_count), (back.root_u, back.write_count, back.rebuild_count));
+        batch::verify_deferred(honest, &mut back).await.unwrap();
+        st = back;
+    }
+    st.file_bytes = model.len() as u64;
+    assert_eq!(flows::download(honest, &st, None).await.unwrap(), model);
 }

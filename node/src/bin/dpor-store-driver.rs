@@ -4,7 +4,9 @@
 //! digest of the current state. After each commit returns it prints, flushed,
 //! `ack <total writes>` or `posted <version>`.
 //!
-//! Usage: `dpor-store-driver <dir> <seed> <num_blocks> <block_bytes> [max_writes]`.
+//! Usage: `dpor-store-driver <dir> <seed> <num_blocks> <block_bytes> [max_writes]
+//! [max_batch]`. With `max_batch` > 0 the writes go in batches
+//! ([`Store::write_batch`]) of [`batch_at`] writes, and `ack` follows each batch.
 //! Contents are functions of (seed, write number) only ([`gen`]), so a test can
 //! replay them on the reference state.
 
@@ -33,6 +35,11 @@ fn gen(seed: u64, stream: u64, n: u64, len: usize) -> Vec<u8> {
     (0..len as u64).flat_map(|j| mix(base ^ j.wrapping_mul(0x1000_0000_01B3)).to_le_bytes()).take(len).collect()
 }
 
+/// The length of the batch that starts at write `w` (1..=`max`). The crash test has a copy.
+fn batch_at(seed: u64, w: u64, max: u64) -> u64 {
+    1 + mix(seed ^ mix(8 ^ mix(w))) % max.max(1)
+}
+
 fn arr32(v: Vec<u8>) -> [u8; 32] {
     let mut a = [0u8; 32];
     a.iter_mut().zip(v).for_each(|(x, y)| *x = y);
@@ -54,6 +61,7 @@ fn run() -> Result<(), String> {
     let dir = PathBuf::from(&args[1]);
     let (seed, n, beta) = (num(2)?, num(3)?, num(4)? as usize);
     let max_writes = if args.len() > 5 { num(5)? } else { u64::MAX };
+    let max_batch = if args.len() > 6 { num(6)? } else { 0 };
     let store = Store::open(&dir, StoreConfig::default()).map_err(|e| e.to_string())?;
     let e = |e: StoreError| e.to_string();
     let view = match store.view(DEAL) {
@@ -84,10 +92,16 @@ fn run() -> Result<(), String> {
         if w >= max_writes {
             return Ok(());
         }
-        let index = mix(seed ^ mix(3 ^ mix(w))) % n;
-        let block = gen(seed, 4, w, beta);
-        let sealed = arr32(gen(seed, 5, w, 32));
-        store.write(DEAL, v.last_nonce + 1, index, block, sealed).map_err(e)?;
+        let one = |w: u64| (mix(seed ^ mix(3 ^ mix(w))) % n, gen(seed, 4, w, beta), arr32(gen(seed, 5, w, 32)));
+        let w = if max_batch == 0 {
+            let (index, block, sealed) = one(w);
+            store.write(DEAL, v.last_nonce + 1, index, block, sealed).map_err(e)?;
+            w
+        } else {
+            let len = batch_at(seed, w, max_batch);
+            store.write_batch(DEAL, v.last_nonce + 1, (w..w + len).map(one).collect()).map_err(e)?;
+            w + len - 1
+        };
         say(format!("ack {}", w + 1));
         if mix(seed ^ mix(6 ^ mix(w))).is_multiple_of(5) {
             let v = store.view(DEAL).map_err(e)?;

@@ -14,8 +14,9 @@ use dpor_core::digest::Digest;
 use dpor_core::state::RunId;
 
 /// Format version byte of [`DealMeta`] values written now. Version 1 (still read)
-/// lacks the last answer and the previous state's runs.
-const META_VERSION: u8 = 2;
+/// lacks the last answer and the previous state's runs; version 2 (still read) holds
+/// at most one pending U update and no batch answer.
+const META_VERSION: u8 = 3;
 
 /// Prefix of deal records.
 pub(crate) const DEAL_PREFIX: u8 = b'd';
@@ -90,8 +91,8 @@ pub enum Phase {
     Live,
 }
 
-/// The committed write of U not yet known to be on disk in `u.*` files: re-applied
-/// (idempotently) on open.
+/// A committed write of U not yet known to be on disk in `u.*` files: re-applied
+/// (idempotently) on open. A batch leaves one per distinct index (its last value).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct PendingU {
     pub(crate) index: u64,
@@ -107,6 +108,8 @@ pub enum LastAnswer {
     Written(super::WriteOutcome),
     /// The upload finish: (root U, C's id, root C).
     Committed(B256, RunId, B256),
+    /// A batch of writes' outcome.
+    WrittenBatch(super::BatchOutcome),
 }
 
 /// Everything committed about one deal (one sled value).
@@ -127,7 +130,9 @@ pub(crate) struct DealMeta {
     pub(crate) posted: Option<Digest>,
     /// Open disputes: (dispute id, digest), ascending id.
     pub(crate) disputes: Vec<(u64, Digest)>,
-    pub(crate) pending: Option<PendingU>,
+    /// Committed U updates not yet applied to the `u.*` files, ascending index, one
+    /// per index.
+    pub(crate) pending: Vec<PendingU>,
     /// The nonce and answer of the last write or upload finish.
     pub(crate) last_answer: Option<(u64, LastAnswer)>,
     /// The runs of the state before the last write (id, size, root): kept until the
@@ -151,7 +156,7 @@ impl DealMeta {
             cosigned: None,
             posted: None,
             disputes: Vec::new(),
-            pending: None,
+            pending: Vec::new(),
             last_answer: None,
             previous: Vec::new(),
         }
@@ -268,14 +273,11 @@ impl DealMeta {
             w.u64(*id);
             w.digest(d);
         }
-        match &self.pending {
-            Some(p) => {
-                w.u8(1);
-                w.u64(p.index);
-                w.bytes(&p.block);
-                w.raw(&p.sealed);
-            }
-            None => w.u8(0),
+        w.u32(self.pending.len() as u32);
+        for p in &self.pending {
+            w.u64(p.index);
+            w.bytes(&p.block);
+            w.raw(&p.sealed);
         }
         match &self.last_answer {
             Some((nonce, a)) => {
@@ -304,6 +306,16 @@ impl DealMeta {
                         run_id(&mut w, c);
                         w.raw(root_c.as_slice());
                     }
+                    LastAnswer::WrittenBatch(b) => {
+                        w.u8(2);
+                        w.u64(b.count);
+                        w.raw(b.root_u.as_slice());
+                        w.u32(b.runs.len() as u32);
+                        for (id, root) in &b.runs {
+                            run_id(&mut w, id);
+                            w.raw(root.as_slice());
+                        }
+                    }
                 }
             }
             None => w.u8(0),
@@ -321,7 +333,7 @@ impl DealMeta {
     pub(crate) fn decode(bytes: &[u8]) -> Result<Self> {
         let mut r = Reader::new(bytes, "deal record");
         let v = r.u8()?;
-        if v != 1 && v != META_VERSION {
+        if !(1..=META_VERSION).contains(&v) {
             return Err(StoreError::Corrupt(format!("deal record version {v}")));
         }
         let params = DealParams { deal: r.u64()?, owner: r.address()?, num_blocks: r.u64()?, block_bytes: r.u32()? };
@@ -344,10 +356,13 @@ impl DealMeta {
         for _ in 0..n {
             disputes.push((r.u64()?, r.digest()?));
         }
-        let pending = if flag(&mut r)? {
-            Some(PendingU { index: r.u64()?, block: r.bytes()?, sealed: r.array()? })
+        let pending = if v >= 3 {
+            let n = r.count(u32::MAX)?;
+            (0..n).map(|_| Ok(PendingU { index: r.u64()?, block: r.bytes()?, sealed: r.array()? })).collect::<Result<Vec<_>>>()?
+        } else if flag(&mut r)? {
+            vec![PendingU { index: r.u64()?, block: r.bytes()?, sealed: r.array()? }]
         } else {
-            None
+            Vec::new()
         };
         let (last_answer, previous) = if v >= 2 { (read_last_answer(&mut r)?, read_previous(&mut r)?) } else { (None, Vec::new()) };
         r.finish()?;
@@ -391,10 +406,13 @@ impl DealMeta {
         if (self.phase == Phase::Live) != self.c.is_some() {
             return Err(StoreError::Corrupt(format!("deal {}: C and phase disagree", p.deal)));
         }
-        if let Some(pending) = &self.pending {
+        for pending in &self.pending {
             if pending.index >= p.num_blocks || pending.block.len() != p.block_bytes as usize {
                 return Err(StoreError::Corrupt(format!("deal {}: bad pending update", p.deal)));
             }
+        }
+        if self.pending.windows(2).any(|w| w[0].index >= w[1].index) {
+            return Err(StoreError::Corrupt(format!("deal {}: pending updates out of order", p.deal)));
         }
         Ok(())
     }
@@ -424,6 +442,13 @@ fn read_last_answer(r: &mut Reader<'_>) -> Result<Option<(u64, LastAnswer)>> {
             LastAnswer::Written(super::WriteOutcome { step, run, run_root: r.b256()?, root_u: r.b256()? })
         }
         1 => LastAnswer::Committed(r.b256()?, read_run_id(r)?, r.b256()?),
+        2 => {
+            let count = r.u64()?;
+            let root_u = r.b256()?;
+            let n = r.count(66)?;
+            let runs = (0..n).map(|_| Ok((read_run_id(r)?, r.b256()?))).collect::<Result<Vec<_>>>()?;
+            LastAnswer::WrittenBatch(super::BatchOutcome { count, root_u, runs })
+        }
         x => return Err(StoreError::Corrupt(format!("answer kind {x}"))),
     };
     Ok(Some((nonce, answer)))

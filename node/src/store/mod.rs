@@ -38,6 +38,13 @@
 //!    acknowledgement point.**
 //! 5. Apply the pending update to `u.blocks`, `u.sealed`, `u.roots` (pwrite + fsync),
 //!    then clear it (idempotent: re-applied on open if a crash came first).
+//!
+//! A batch of writes ([`Store::write_batch`], `batch.rs`) follows the same steps once for
+//! the whole batch: the writes are applied in order in memory, only the runs of the
+//! final state that the batch built are written (step 3), one sled flush commits it
+//! with one pending U update per distinct index (step 4), applied with one fsync per
+//! U file (step 5).
+//!
 //! 6. Garbage-collect: delete the run files (and their σ̃) referenced by none of: the
 //!    current state, the state before the last write until the owner confirms it
 //!    (its next accepted request), the latest co-signed digest, the latest posted
@@ -67,6 +74,7 @@
 //! takes for writing only around the commit (steps 4–6), so reads run concurrently
 //! with a write's computation and see the state before or after it, never a mix.
 
+mod batch;
 mod codec;
 mod digests;
 mod error;
@@ -81,6 +89,8 @@ mod u;
 mod upload;
 mod write;
 
+pub use batch::BatchWrite;
+pub use read::ULeafPath;
 pub use error::StoreError;
 pub use fault::CommitFault;
 pub use meta::{DealParams, LastAnswer, Phase};
@@ -155,6 +165,19 @@ pub struct WriteOutcome {
     pub run_root: B256,
     /// The new root of U.
     pub root_u: B256,
+}
+
+/// What a batch of writes did ([`Store::write_batch`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchOutcome {
+    /// Writes in the batch.
+    pub count: u64,
+    /// The new root of U.
+    pub root_u: B256,
+    /// The runs the batch built that the new state holds, with their roots: C first if
+    /// the batch crossed a C-rebuild, then levels ascending. (Runs built and consumed
+    /// inside the batch are never stored.)
+    pub runs: Vec<(RunId, B256)>,
 }
 
 /// The committed state of one deal in memory.

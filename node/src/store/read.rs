@@ -32,7 +32,7 @@ impl DealState {
     /// U blocks with a pending (committed, not yet applied) update overlaid.
     fn u_blocks(&self, start: u64, count: u64) -> Result<Vec<Vec<u8>>> {
         let mut out = self.u.read_blocks(start, count)?;
-        if let Some(p) = &self.meta.pending {
+        for p in &self.meta.pending {
             if p.index >= start && p.index < start + count {
                 if let Some(slot) = out.get_mut((p.index - start) as usize) {
                     *slot = p.block.clone();
@@ -44,7 +44,7 @@ impl DealState {
 
     fn u_sealed(&self, start: u64, count: u64) -> Result<Vec<[u8; 32]>> {
         let mut out = self.u.read_sealed(start, count)?;
-        if let Some(p) = &self.meta.pending {
+        for p in &self.meta.pending {
             if p.index >= start && p.index < start + count {
                 if let Some(slot) = out.get_mut((p.index - start) as usize) {
                     *slot = p.sealed;
@@ -56,7 +56,7 @@ impl DealState {
 
     fn u_roots(&self, start: u64, count: u64) -> Result<Vec<B256>> {
         let mut out = self.u.read_roots(start, count)?;
-        if let Some(p) = &self.meta.pending {
+        for p in &self.meta.pending {
             if p.index >= start && p.index < start + count {
                 if let Some(slot) = out.get_mut((p.index - start) as usize) {
                     *slot = dpor_core::merkle::block_root(&p.block);
@@ -66,6 +66,9 @@ impl DealState {
         Ok(out)
     }
 }
+
+/// U's leaf parts and path for one index: (block root, σ̃_U, path from the leaf up).
+pub type ULeafPath = (B256, [u8; 32], Vec<B256>);
 
 impl Store {
     /// Read(i): U[i], σ̃_U(i) and the U-tree path of leaf i (siblings from the leaf
@@ -84,6 +87,30 @@ impl Store {
             let block = st.u_blocks(index, 1)?.pop().unwrap_or_default();
             let sealed = st.u_sealed(index, 1)?.pop().unwrap_or_default();
             Ok((block, sealed, tree.path(index)?))
+        })
+    }
+
+    /// U's leaf parts and paths for several indices at once, from one snapshot of the
+    /// state: for each index, (block root, σ̃_U, U-tree path from the leaf up). What an
+    /// owner needs before a batch of writes (`Request::UPaths`).
+    ///
+    /// Errors: [`StoreError::UnknownDeal`], [`StoreError::Phase`] while uploading,
+    /// [`StoreError::Index`] (any index ≥ N), [`StoreError::Io`].
+    pub fn u_paths(&self, deal: u64, indices: &[u64]) -> Result<Vec<ULeafPath>> {
+        self.with_state(deal, |st| {
+            st.require_live()?;
+            let n = st.meta.num_blocks();
+            let tree = st.u_tree.as_ref().ok_or_else(|| StoreError::Corrupt(format!("deal {deal}: no U tree")))?;
+            let mut out = Vec::with_capacity(indices.len());
+            for &index in indices {
+                if index >= n {
+                    return Err(StoreError::Index { index, num_blocks: n });
+                }
+                let root = st.u_roots(index, 1)?.pop().unwrap_or_default();
+                let sealed = st.u_sealed(index, 1)?.pop().unwrap_or_default();
+                out.push((root, sealed, tree.path(index)?));
+            }
+            Ok(out)
         })
     }
 

@@ -80,6 +80,17 @@ fn write_durable(path: &Path, data: &[u8]) -> Result<()> {
 /// width) with its tree, durably (the directory is fsync'd). Returns the run root
 /// (equal to `merkle::run_tree(..).root()`). On error nothing of the run is left.
 pub(crate) fn write_run(dir: &Path, run: RunId, format: &BlockFormat, blocks: &[Fp]) -> Result<B256> {
+    let root = write_run_files(dir, run, format, blocks)?;
+    if let Err(e) = sync_dir(dir) {
+        remove_run(dir, run);
+        return Err(e);
+    }
+    Ok(root)
+}
+
+/// [`write_run`] without the directory's fsync: the caller fsyncs the directory once
+/// for several runs (a batch). On error nothing of the run is left.
+pub(crate) fn write_run_files(dir: &Path, run: RunId, format: &BlockFormat, blocks: &[Fp]) -> Result<B256> {
     let width = format.width();
     let size = blocks.len() / width;
     if size == 0 || !size.is_power_of_two() || !blocks.len().is_multiple_of(width) {
@@ -106,7 +117,7 @@ pub(crate) fn write_run(dir: &Path, run: RunId, format: &BlockFormat, blocks: &[
     let root = layer.first().copied().unwrap_or(B256::ZERO);
     let bp = blocks_path(dir, run);
     let tp = tree_path(dir, run);
-    let res = write_durable(&bp, &bytes).and_then(|_| write_durable(&tp, &tree)).and_then(|_| sync_dir(dir));
+    let res = write_durable(&bp, &bytes).and_then(|_| write_durable(&tp, &tree));
     if let Err(e) = res {
         remove_run(dir, run);
         return Err(e);

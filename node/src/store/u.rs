@@ -112,6 +112,26 @@ impl UFiles {
         Ok(())
     }
 
+    /// Writes scattered blocks `(index, block, σ̃)` with their block roots, then one
+    /// fsync per file (a batch's pending updates). The caller checked the shapes.
+    pub(crate) fn write_scattered(&self, items: &[(u64, &[u8], [u8; 32])]) -> Result<()> {
+        for (index, block, sealed) in items {
+            let root = merkle::block_root(block);
+            let writes: [(&File, u64, &[u8]); 3] = [
+                (&self.blocks, index.saturating_mul(self.block_bytes), block),
+                (&self.sealed, index.saturating_mul(32), sealed),
+                (&self.roots, index.saturating_mul(32), root.as_slice()),
+            ];
+            for (i, (f, off, buf)) in writes.iter().enumerate() {
+                f.write_all_at(buf, *off).map_err(|e| StoreError::io("write", &self.path(i), buf.len() as u64, e))?;
+            }
+        }
+        for (i, f) in [&self.blocks, &self.sealed, &self.roots].iter().enumerate() {
+            f.sync_data().map_err(|e| StoreError::io("fsync", &self.path(i), 0, e))?;
+        }
+        Ok(())
+    }
+
     fn read(&self, i: usize, f: &File, offset: u64, len: u64) -> Result<Vec<u8>> {
         let len = usize::try_from(len).map_err(|_| StoreError::Range(format!("{len} bytes")))?;
         let mut buf = vec![0u8; len];

@@ -177,7 +177,7 @@ pub(crate) fn read_u_chunked(st: &DealState, n: u64) -> Result<Vec<Vec<u8>>> {
         out.extend(st.u.read_blocks(start, count)?);
         start += count;
     }
-    if let Some(p) = &st.meta.pending {
+    for p in &st.meta.pending {
         if let Some(slot) = out.get_mut(p.index as usize) {
             *slot = p.block.clone();
         }

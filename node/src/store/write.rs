@@ -72,7 +72,7 @@ impl Store {
                 new.rebuild_count += 1;
             }
         }
-        new.pending = Some(PendingU { index, block, sealed: sealed_u });
+        new.pending = vec![PendingU { index, block, sealed: sealed_u }];
         drop(g);
 
         let mut g = wlock(&entry.state);
@@ -99,7 +99,7 @@ impl Store {
     pub(crate) fn apply_pending(&self, entry: &super::Deal) -> Result<()> {
         let mut g = wlock(&entry.state);
         match g.as_mut() {
-            Some(st) if st.meta.pending.is_some() => self.finish_pending(st),
+            Some(st) if !st.meta.pending.is_empty() => self.finish_pending(st),
             _ => Ok(()),
         }
     }
@@ -107,12 +107,13 @@ impl Store {
     /// Writes the pending update into U's files, then clears it in the record (not
     /// flushed: if lost, it is re-applied on open, idempotently).
     pub(crate) fn finish_pending(&self, st: &mut DealState) -> Result<()> {
-        let Some(p) = st.meta.pending.clone() else {
+        if st.meta.pending.is_empty() {
             return Ok(());
-        };
-        st.u.write_range(p.index, std::slice::from_ref(&p.block), &[p.sealed])?;
+        }
+        let items: Vec<(u64, &[u8], [u8; 32])> = st.meta.pending.iter().map(|p| (p.index, p.block.as_slice(), p.sealed)).collect();
+        st.u.write_scattered(&items)?;
         let mut cleared = st.meta.clone();
-        cleared.pending = None;
+        cleared.pending = Vec::new();
         self.db.insert(super::meta::deal_key(cleared.params.deal), cleared.encode())?;
         st.meta = cleared;
         Ok(())

@@ -6,7 +6,7 @@ use super::{flows, recover};
 use crate::context::Ctx;
 use crate::node_client::OwnerAuth;
 use crate::output::Output;
-use crate::owner_state::{OwnerState, DEFAULT_CACHE_LEVELS};
+use crate::owner_state::{OwnerState, DEFAULT_BLOCK_CACHE_LEVELS, DEFAULT_CACHE_LEVELS};
 use alloy::signers::SignerSync;
 use alloy_primitives::{Address, Bytes, Signature, B256, U256};
 use anyhow::{bail, ensure, Context};
@@ -36,12 +36,17 @@ pub enum OwnerCommand {
         #[arg(long)]
         out: Option<PathBuf>,
     },
-    /// Write block I from FILE (or - for stdin; at most β bytes, zero-padded), verifying the node's rebuild (§5.4).
+    /// Write block INDEX from FILE (or - for stdin; at most β bytes, zero-padded), verifying the node's rebuild (§5.4).
+    /// Several `INDEX FILE` pairs, or --batch, send one batch of writes: the new runs
+    /// are checked at the next `checkpoint` (deferred checks, issue 11).
     Write {
-        /// Block index.
-        index: u64,
-        /// File holding the new block, or - for stdin.
-        file: String,
+        /// `INDEX FILE` pairs (FILE may be - for stdin once).
+        #[arg(num_args = 0..)]
+        pairs: Vec<String>,
+        /// A file of `INDEX FILE` lines (blank lines and `#` comments skipped), written
+        /// as batches (paths relative to that file's folder).
+        #[arg(long)]
+        batch: Option<PathBuf>,
     },
     /// Checkpoint: get the provider's signature on the current digest and post the dual-signed digest on chain.
     Checkpoint,
@@ -100,6 +105,11 @@ pub enum DealCommand {
         /// Smallest levels whose checksums stay in the state file.
         #[arg(long, default_value_t = DEFAULT_CACHE_LEVELS)]
         cache_levels: u32,
+        /// Smallest levels whose blocks the owner keeps (App. A.1, in `<state>.recent`):
+        /// batches' runs of those levels are recomputed at checkpoint time instead of
+        /// being spot-checked (at most 2^L − 1 blocks kept).
+        #[arg(long, default_value_t = DEFAULT_BLOCK_CACHE_LEVELS)]
+        block_cache_levels: u32,
         /// Replace an existing state file.
         #[arg(long)]
         force: bool,
@@ -138,6 +148,7 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
             min_collateral,
             mint,
             cache_levels,
+            block_cache_levels,
             force,
         }) => {
             if ctx.state_path.exists() && !force {
@@ -188,8 +199,11 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
                 digest_version: 0,
                 cache_levels,
                 pending: None,
+                block_cache_levels,
+                recent: Vec::new(),
+                deferred_failure: None,
                 path: None,
-                stashed: None,
+                stashed: Vec::new(),
             };
             state.save(&ctx.state_path)?;
             Ok(Output::new(
@@ -274,30 +288,58 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
                 }
             }
         }
-        OwnerCommand::Write { index, file } => {
+        OwnerCommand::Write { pairs, batch } => {
             let mut state = OwnerState::load(&ctx.state_path)?;
-            let data = if file == "-" {
-                let mut v = Vec::new();
-                std::io::stdin().read_to_end(&mut v)?;
-                v
-            } else {
-                std::fs::read(&file).with_context(|| format!("cannot read {file}"))?
-            };
-            ensure!(!data.is_empty(), "{file} is empty: a write takes the block's new bytes (1 to β bytes, zero-padded to β)");
+            let writes = write_args(&pairs, batch.as_deref())?;
             let node = ctx.node_for_deal(state.deal).await?;
             let key = ctx.key()?;
             let auth = OwnerAuth { key, chain_id: state.chain_id, market: state.market, deal: state.deal };
             settle(&node, &auth, &mut state).await?;
-            let result = flows::write(&node, &auth, &mut state, index, &data).await;
+            if let [(index, data)] = writes.as_slice() {
+                let index = *index;
+                let result = flows::write(&node, &auth, &mut state, index, data).await;
+                state.save(&ctx.state_path)?;
+                let r = result?;
+                let (sent, received) = node.traffic();
+                return Ok(Output::new(
+                    format!(
+                        "wrote block {index}: rebuilt {} ({}), spot-checked {} positions; rootU {}; {} bytes sent, {} received",
+                        r.rebuilt, r.run, r.spot_checked, r.root_u, sent, received
+                    ),
+                    json!({"report": r, "bytes_sent": sent, "bytes_received": received, "write_count": state.write_count, "rebuild_count": state.rebuild_count}),
+                ));
+            }
+            let bar = ctx.bar("write");
+            bar.set_length(writes.len() as u64);
+            let mut reports = Vec::new();
+            let per = super::batch::max_batch(state.block_bytes as usize).max(1);
+            let mut result = Ok(());
+            for chunk in writes.chunks(per) {
+                match super::batch::write_batch(&node, &auth, &mut state, chunk).await {
+                    Ok(r) => reports.push(r),
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                }
+                bar.inc(chunk.len() as u64);
+            }
+            bar.finish_and_clear();
             state.save(&ctx.state_path)?;
-            let r = result?;
+            result?;
             let (sent, received) = node.traffic();
+            let runs: Vec<String> = reports.last().map(|r| r.runs.clone()).unwrap_or_default();
             Ok(Output::new(
                 format!(
-                    "wrote block {index}: rebuilt {} ({}), spot-checked {} positions; rootU {}; {} bytes sent, {} received",
-                    r.rebuilt, r.run, r.spot_checked, r.root_u, sent, received
+                    "wrote {} blocks in {} batch(es); rootU {}; new runs {} are checked at the next checkpoint; {} bytes sent, {} received",
+                    writes.len(),
+                    reports.len(),
+                    state.root_u,
+                    runs.join(", "),
+                    sent,
+                    received
                 ),
-                json!({"report": r, "bytes_sent": sent, "bytes_received": received, "write_count": state.write_count, "rebuild_count": state.rebuild_count}),
+                json!({"reports": reports, "bytes_sent": sent, "bytes_received": received, "write_count": state.write_count, "rebuild_count": state.rebuild_count}),
             ))
         }
         OwnerCommand::Checkpoint => {
@@ -307,6 +349,17 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
             let auth = OwnerAuth { key, chain_id: state.chain_id, market: state.market, deal: state.deal };
             settle(&node, &auth, &mut state).await?;
             ensure!(state.uploaded, "upload the file first");
+            // Every run the digest references must be checked before the owner signs
+            // it: those that batches built are checked now (deferred checks).
+            let deferred = super::batch::verify_deferred(&node, &mut state).await;
+            state.save(&ctx.state_path)?;
+            let deferred = deferred.context("checking the runs built by batches of writes since the last checkpoint")?;
+            if !deferred.recomputed.is_empty() || !deferred.spot_checked.is_empty() {
+                eprintln!(
+                    "dpor: checked the batches' runs: recomputed {:?}, spot-checked {:?} ({} samples)",
+                    deferred.recomputed, deferred.spot_checked, deferred.samples
+                );
+            }
             let onchain = ctx.market.get_deal(state.deal).await?;
             // Above any version the node co-signed: after a lost co-sign answer the node
             // has signed a version the owner never posted, and will not sign it again.
@@ -452,6 +505,44 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
             ))
         }
     }
+}
+
+/// The writes a `dpor write` names: `INDEX FILE` pairs and the lines of a batch file.
+fn write_args(pairs: &[String], batch: Option<&std::path::Path>) -> anyhow::Result<Vec<(u64, Vec<u8>)>> {
+    ensure!(pairs.len().is_multiple_of(2), "give INDEX FILE pairs (got {} arguments)", pairs.len());
+    let mut list: Vec<(String, PathBuf)> = pairs.chunks(2).map(|p| (p[0].clone(), PathBuf::from(&p[1]))).collect();
+    if let Some(b) = batch {
+        let text = std::fs::read_to_string(b).with_context(|| format!("cannot read the batch file {}", b.display()))?;
+        let base = b.parent().map(|p| p.to_path_buf()).unwrap_or_default();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (i, f) = line
+                .split_once(char::is_whitespace)
+                .with_context(|| format!("{} line {}: expected `INDEX FILE`", b.display(), n + 1))?;
+            list.push((i.to_string(), base.join(f.trim())));
+        }
+    }
+    ensure!(!list.is_empty(), "nothing to write: give INDEX FILE (or several pairs, or --batch FILE)");
+    let mut stdin_used = false;
+    let mut out = Vec::with_capacity(list.len());
+    for (i, f) in list {
+        let index: u64 = i.parse().with_context(|| format!("`{i}` is not a block index"))?;
+        let data = if f.as_os_str() == "-" {
+            ensure!(!stdin_used, "stdin (-) can be read only once");
+            stdin_used = true;
+            let mut v = Vec::new();
+            std::io::stdin().read_to_end(&mut v)?;
+            v
+        } else {
+            std::fs::read(&f).with_context(|| format!("cannot read {}", f.display()))?
+        };
+        ensure!(!data.is_empty(), "{} is empty: a write takes the block's new bytes (1 to β bytes, zero-padded to β)", f.display());
+        out.push((index, data));
+    }
+    Ok(out)
 }
 
 /// Settles the owner's unfinished request with the node ([`recover::recover`]) and

@@ -88,6 +88,23 @@ pub async fn spot_check_run(
     lambda: u32,
 ) -> anyhow::Result<usize> {
     let positions = spot_positions(size, lambda);
+    spot_check_at(node, deal, keys, format, run, root, size, expected, &positions).await
+}
+
+/// [`spot_check_run`] at given `positions` (`expected` is size × ρ; only the entries
+/// of `positions` are read).
+#[allow(clippy::too_many_arguments)]
+pub async fn spot_check_at(
+    node: &NodeClient,
+    deal: u64,
+    keys: &OwnerKeys,
+    format: &BlockFormat,
+    run: WireRun,
+    root: B256,
+    size: u64,
+    expected: &[Fp],
+    positions: &[u64],
+) -> anyhow::Result<usize> {
     let per = batch_len(format.coded_block_bytes() as u64 + 32 * 40);
     let commitment = RunCommitment { tag: RunTag(run.tag), root, size };
     for chunk in positions.chunks(per as usize) {
@@ -117,9 +134,36 @@ pub async fn spot_check_run(
 /// batch; then clears the step and the stashed checksums. Storing a σ̃ twice is
 /// harmless, so after a crash the step simply continues from the saved position.
 pub async fn store_pending_sealed(node: &NodeClient, auth: &OwnerAuth<'_>, state: &mut OwnerState, keys: &OwnerKeys) -> anyhow::Result<()> {
-    let Some(Pending::StoreSealed { run, next }) = state.pending.clone() else {
+    let Some(Pending::StoreSealed { mut run, mut next, mut more }) = state.pending.clone() else {
         return Ok(());
     };
+    loop {
+        store_sealed_run(node, auth, state, keys, run, next, &more).await?;
+        if more.is_empty() {
+            break;
+        }
+        run = more.remove(0);
+        next = 0;
+        state.pending = Some(Pending::StoreSealed { run, next, more: more.clone() });
+        state.persist()?;
+    }
+    state.pending = None;
+    state.persist()?;
+    state.drop_sigma();
+    Ok(())
+}
+
+/// Stores the σ̃ of `run` from position `next` on (one step of
+/// [`store_pending_sealed`]), saving progress after each acknowledged batch.
+async fn store_sealed_run(
+    node: &NodeClient,
+    auth: &OwnerAuth<'_>,
+    state: &mut OwnerState,
+    keys: &OwnerKeys,
+    run: WireRun,
+    next: u64,
+    more: &[WireRun],
+) -> anyhow::Result<()> {
     let sigma = state.stashed_sigma(run)?;
     let id = RunId::from(run);
     let size = (sigma.len() / RHO) as u64;
@@ -137,12 +181,9 @@ pub async fn store_pending_sealed(node: &NodeClient, auth: &OwnerAuth<'_>, state
         let nonce = state.next_nonce();
         node.owner_accepted(auth, nonce, OwnerOp::StoreSealed { run, start, sealed }).await?;
         start += count;
-        state.pending = Some(Pending::StoreSealed { run, next: start });
+        state.pending = Some(Pending::StoreSealed { run, next: start, more: more.to_vec() });
         state.persist()?;
     }
-    state.pending = None;
-    state.persist()?;
-    state.drop_sigma();
     Ok(())
 }
 
@@ -267,11 +308,11 @@ pub(crate) async fn finish_upload(
     state.uploaded = true;
     state.file_bytes = file_bytes;
     state.root_u = root_u;
-    state.c = Some(RunEntry { run: c, root: root_c, sigma: None });
+    state.c = Some(RunEntry { run: c, root: root_c, sigma: None, unchecked: false });
     state.levels = vec![None; state.log_blocks() as usize];
     state.write_count = 0;
     state.rebuild_count = 0;
-    state.pending = Some(Pending::StoreSealed { run: c, next: 0 });
+    state.pending = Some(Pending::StoreSealed { run: c, next: 0, more: vec![] });
     state.persist()?;
     store_pending_sealed(node, auth, state, &keys).await?;
     Ok(checked)
@@ -280,13 +321,15 @@ pub(crate) async fn finish_upload(
 /// Marks the pending request rejected (its answer failed the owner's checks: the
 /// node misbehaved) and returns the error. A transport failure while checking (the
 /// node went away) leaves the intent as it is, to be checked again.
-fn reject(state: &mut OwnerState, e: anyhow::Error) -> anyhow::Error {
+pub(crate) fn reject(state: &mut OwnerState, e: anyhow::Error) -> anyhow::Error {
     if !e.chain().any(|c| c.downcast_ref::<Misbehaved>().is_some()) {
         return e;
     }
     let why = format!("{e:#}");
     match &mut state.pending {
-        Some(Pending::Write { rejected, .. }) | Some(Pending::UploadFinish { rejected, .. }) => *rejected = Some(why),
+        Some(Pending::Write { rejected, .. })
+        | Some(Pending::UploadFinish { rejected, .. })
+        | Some(Pending::WriteBatch { rejected, .. }) => *rejected = Some(why),
         _ => {}
     }
     if let Err(save) = state.persist() {
@@ -315,7 +358,7 @@ pub struct WriteReport {
 }
 
 /// The checksums of level `level` (from the cache, or fetched as σ̃ and opened).
-async fn level_sigma(node: &NodeClient, state: &OwnerState, keys: &OwnerKeys, level: u32) -> anyhow::Result<(Vec<Fp>, u64)> {
+pub(crate) async fn level_sigma(node: &NodeClient, state: &OwnerState, keys: &OwnerKeys, level: u32) -> anyhow::Result<(Vec<Fp>, u64)> {
     let entry = state
         .levels
         .get(level as usize)
@@ -344,7 +387,7 @@ async fn level_sigma(node: &NodeClient, state: &OwnerState, keys: &OwnerKeys, le
 }
 
 /// The σ of all of U, from σ̃_U the node returns, checked against rootU.
-async fn u_sigma(node: &NodeClient, state: &OwnerState, keys: &OwnerKeys) -> anyhow::Result<Vec<Fp>> {
+pub(crate) async fn u_sigma(node: &NodeClient, state: &OwnerState, keys: &OwnerKeys) -> anyhow::Result<Vec<Fp>> {
     let n = state.num_blocks;
     let per = batch_len(64);
     let mut leaves = Vec::with_capacity(n as usize);
@@ -498,13 +541,13 @@ pub(crate) async fn finish_write(
             }
             let sigma = cache.then(|| sigma_to_u64(&expected));
             if let Some(slot) = state.levels.get_mut(level as usize) {
-                *slot = Some(RunEntry { run: written.run, root: written.run_root, sigma });
+                *slot = Some(RunEntry { run: written.run, root: written.run_root, sigma, unchecked: false });
             }
             state.write_count += 1;
         }
         None => {
             state.levels.iter_mut().for_each(|l| *l = None);
-            state.c = Some(RunEntry { run: written.run, root: written.run_root, sigma: None });
+            state.c = Some(RunEntry { run: written.run, root: written.run_root, sigma: None, unchecked: false });
             state.write_count = 0;
             state.rebuild_count += 1;
         }
@@ -514,7 +557,7 @@ pub(crate) async fn finish_write(
         state.persist()?;
         state.drop_sigma();
     } else {
-        state.pending = Some(Pending::StoreSealed { run: written.run, next: 0 });
+        state.pending = Some(Pending::StoreSealed { run: written.run, next: 0, more: vec![] });
         state.persist()?;
         store_pending_sealed(node, auth, state, &keys).await?;
     }

@@ -1,7 +1,8 @@
 //! The owner's side: the protocol flows ([`flows`], chain-free; extraction in
-//! [`extract`]), crash recovery ([`recover`]), the secret audit ([`secret_audit`]) and
-//! the commands ([`commands`]).
+//! [`extract`]; batched writes with deferred checks in [`batch`]), crash recovery
+//! ([`recover`]), the secret audit ([`secret_audit`]) and the commands ([`commands`]).
 
+pub mod batch;
 pub mod commands;
 pub mod extract;
 pub mod flows;

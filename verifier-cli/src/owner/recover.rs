@@ -24,8 +24,9 @@
 //! previous state (whose runs the node keeps, see docs/ARCHITECTURE.md) and every
 //! command that needs the node's new state refuses until the dispute is settled.
 
+use super::batch::finish_write_batch;
 use super::flows::{finish_upload, finish_write, store_pending_sealed};
-use crate::node_client::{definitely_refused, refusal, NodeClient, OwnerAuth, Written};
+use crate::node_client::{definitely_refused, refusal, NodeClient, OwnerAuth, Written, WrittenBatch};
 use crate::owner_state::{OwnerState, Pending};
 use anyhow::{bail, Context};
 use dpor_proto::messages::{ErrorCode, Response, WireOutcome};
@@ -54,7 +55,7 @@ pub async fn recover(node: &NodeClient, auth: &OwnerAuth<'_>, state: &mut OwnerS
             Some(p) if rejected(&p).is_some() => {
                 bail!("{}", rejected(&p).unwrap_or_default())
             }
-            Some(Pending::StoreSealed { run, next }) => {
+            Some(Pending::StoreSealed { run, next, .. }) => {
                 sync_nonce(node, state).await;
                 store_pending_sealed(node, auth, state, &state.keys()?)
                     .await
@@ -89,6 +90,45 @@ pub async fn recover(node: &NodeClient, auth: &OwnerAuth<'_>, state: &mut OwnerS
                     }
                     Err(e) if refusal(&e) == Some(ErrorCode::Replay) => continue,
                     Err(e) => return Err(e.context("completing the interrupted write")),
+                }
+            }
+            Some(Pending::WriteBatch { nonce, writes, .. }) => {
+                let count = writes.len();
+                let (answer, resent) = match node.outcome(state.deal, nonce).await.context("asking the node about the interrupted batch")? {
+                    WireOutcome::Applied { answer, .. } => match *answer {
+                        Response::WrittenBatch { count, root_u, runs } => (Ok(WrittenBatch { count, root_u, runs }), false),
+                        _ => bail!("the node reports another kind of answer for the batch with nonce {nonce}"),
+                    },
+                    WireOutcome::NotApplied { .. } => {
+                        let wire = writes
+                            .iter()
+                            .map(|w| dpor_proto::messages::WireWrite {
+                                index: w.index,
+                                block: serde_bytes::ByteBuf::from(w.block.to_vec()),
+                                sealed_u: w.sealed_u,
+                            })
+                            .collect();
+                        (node.write_batch(auth, nonce, wire).await, true)
+                    }
+                    WireOutcome::Superseded { last_nonce } => bail!(superseded(nonce, last_nonce)),
+                };
+                match answer {
+                    Ok(b) => {
+                        let r = finish_write_batch(node, auth, state, b).await?;
+                        notes.push(format!(
+                            "the interrupted batch of {count} writes (nonce {nonce}) {}, verified: new runs {} (checked at the next checkpoint)",
+                            if resent { "had not reached the node and was sent again" } else { "had been applied by the node" },
+                            r.runs.join(", ")
+                        ));
+                    }
+                    Err(e) if definitely_refused(&e) => {
+                        state.pending = None;
+                        state.persist()?;
+                        state.drop_sigma();
+                        notes.push(format!("the interrupted batch of {count} writes was not applied: the node refuses it ({e:#})"));
+                    }
+                    Err(e) if refusal(&e) == Some(ErrorCode::Replay) => continue,
+                    Err(e) => return Err(e.context("completing the interrupted batch")),
                 }
             }
             Some(Pending::UploadFinish { nonce, .. }) => {
@@ -128,6 +168,7 @@ pub fn rejected(p: &Pending) -> Option<String> {
     let (what, why) = match p {
         Pending::Write { rejected: Some(why), nonce, index, .. } => (format!("write of block {index} (nonce {nonce})"), why),
         Pending::UploadFinish { rejected: Some(why), nonce, .. } => (format!("upload finish (nonce {nonce})"), why),
+        Pending::WriteBatch { rejected: Some(why), nonce, writes, .. } => (format!("batch of {} writes (nonce {nonce})", writes.len()), why),
         _ => return None,
     };
     Some(format!(

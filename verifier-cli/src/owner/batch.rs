@@ -1,0 +1,461 @@
+//! Batched writes with deferred checks (issue 11 #1–#2; docs/SCHEME.md §10).
+//!
+//! [`write_batch`] sends many writes in one signed request (`OwnerOp::WriteBatch`):
+//! the owner fetches the old U leaves of every index at once (`Request::UPaths`),
+//! checks each against its rootU, computes the new rootU itself, predicts the
+//! checksums of the runs the batch leaves in the new state (running the same HAdds
+//! and C-rebuilds on checksums), saves its intent, sends, and checks the answer: the
+//! new rootU and the names of the runs. It does **not** spot-check those runs then:
+//! they are marked unchecked, and [`verify_deferred`] checks every unchecked run a
+//! digest references before the owner signs it (`dpor checkpoint`) — by recomputing
+//! it from the owner's copy of its blocks for the smallest levels (App. A.1,
+//! [`OwnerState::block_cache_levels`]), by a λ-sample spot-check against the
+//! predicted checksums otherwise. Runs built and consumed between two checkpoints are
+//! never checked: no digest references them.
+
+use super::flows::{level_sigma, reject, spot_check_at, spot_positions, store_pending_sealed, u_sigma, Misbehaved, LOST_ANSWER};
+use crate::node_client::{definitely_refused, NodeClient, OwnerAuth, WrittenBatch};
+use crate::owner_state::{sigma_from_u64, sigma_to_u64, OwnerState, Pending, PendingWrite, RunEntry, SIGMA_WIDTH};
+use alloy_primitives::B256;
+use anyhow::{bail, ensure, Context};
+use dpor_core::checksum::{OwnerKeys, Place, RHO};
+use dpor_core::code::{self, level_start, target_level};
+use dpor_core::field::Fp;
+use dpor_core::merkle;
+use dpor_core::state::{write_step, WriteStep};
+use dpor_core::{RunId, RunTag};
+use dpor_proto::messages::{batch_len, WireRun, WireWrite};
+use serde_bytes::ByteBuf;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// What a batch of writes did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct BatchReport {
+    /// Writes in the batch.
+    pub count: u64,
+    /// The runs of the new state the batch built (`tag@built_at`), checked later.
+    pub runs: Vec<String>,
+    /// The new rootU.
+    pub root_u: B256,
+    /// σ̃ fetched from the node for consumed levels not in the checksum cache.
+    pub sealed_fetched: u64,
+}
+
+/// Most writes one `WriteBatch` request carries for blocks of `block_bytes`.
+pub fn max_batch(block_bytes: usize) -> usize {
+    batch_len(block_bytes as u64 + 48) as usize
+}
+
+/// Writes `writes` (index, bytes: at most β, zero-padded) in batches of at most
+/// [`max_batch`] writes, each one [`write_batch`]. Returns one report per batch.
+pub async fn write_many(
+    node: &NodeClient,
+    auth: &OwnerAuth<'_>,
+    state: &mut OwnerState,
+    writes: &[(u64, Vec<u8>)],
+) -> anyhow::Result<Vec<BatchReport>> {
+    let per = max_batch(state.block_bytes as usize).max(1);
+    let mut out = Vec::new();
+    for chunk in writes.chunks(per) {
+        out.push(write_batch(node, auth, state, chunk).await?);
+    }
+    Ok(out)
+}
+
+/// One batch of writes, in order (the same index may repeat): see the module docs.
+/// At most [`max_batch`] writes.
+///
+/// Errors: bad input (an index ≥ N, a block over β bytes, an empty or too long batch);
+/// a node answer that fails the checks ([`Misbehaved`]; the intent is marked rejected
+/// and the owner stays on its previous state); a lost answer (the intent is saved and
+/// the next command settles it).
+pub async fn write_batch(
+    node: &NodeClient,
+    auth: &OwnerAuth<'_>,
+    state: &mut OwnerState,
+    writes: &[(u64, Vec<u8>)],
+) -> anyhow::Result<BatchReport> {
+    super::recover::recover(node, auth, state).await?;
+    ensure!(state.uploaded, "upload the file first");
+    ensure!(!writes.is_empty(), "a batch needs at least one write");
+    let format = state.format()?;
+    let beta = format.block_bytes();
+    ensure!(writes.len() <= max_batch(beta), "a batch holds at most {} writes of {beta} bytes", max_batch(beta));
+    let keys = state.keys()?;
+    let k = state.log_blocks();
+    let n = state.num_blocks;
+
+    // The blocks, their checksums and σ̃_U.
+    let mut blocks = Vec::with_capacity(writes.len());
+    for (index, data) in writes {
+        ensure!(*index < n, "block index {index} is out of range (N = {n})");
+        ensure!(data.len() <= beta, "a block is at most {beta} bytes, got {} (block {index})", data.len());
+        let mut block = data.clone();
+        block.resize(beta, 0);
+        let sigma = keys.checksum(&format.record(*index, &block)?)?;
+        let sealed = keys.seal(Place::U { index: *index }, &sigma);
+        blocks.push((*index, block, sigma, sealed));
+    }
+
+    // (1) The old leaves of every index touched, checked against rootU; the new rootU.
+    let distinct: Vec<u64> = blocks.iter().map(|b| b.0).collect::<BTreeSet<_>>().into_iter().collect();
+    let old = node.u_paths(state.deal, &distinct, k).await?;
+    let mut checked_old = Vec::with_capacity(distinct.len());
+    for (&i, (root, sealed, path)) in distinct.iter().zip(old) {
+        checked_old.push((i, merkle::u_leaf(i, &root, &sealed.0), path));
+    }
+    let new_leaves: Vec<(u64, B256)> =
+        blocks.iter().map(|(index, block, _, sealed)| (*index, merkle::u_leaf(*index, &merkle::block_root(block), sealed))).collect();
+    let new_root_u = new_root_from_paths(&state.root_u, k, &checked_old, &new_leaves)
+        .context("the node's U paths for the old blocks do not match the owner's rootU")?;
+
+    // (2) The checksums of the runs the batch leaves in the new state.
+    let (mut t, mut rebuilds) = (state.write_count, state.rebuild_count);
+    let mut pre: BTreeSet<u32> = (0..k).filter(|l| (t >> l) & 1 == 1).collect();
+    let mut mem: BTreeMap<u32, (WireRun, Vec<Fp>)> = BTreeMap::new();
+    let mut new_c: Option<(WireRun, Vec<Fp>)> = None;
+    let mut u_sig: Option<Vec<Fp>> = None;
+    let mut written_sigma: BTreeMap<u64, [Fp; RHO]> = BTreeMap::new();
+    let mut fetched = 0;
+    for (index, _, sigma, _) in &blocks {
+        let built_at = rebuilds * n + t + 1;
+        match write_step(t, k) {
+            WriteStep::Level(l) => {
+                let mut consumed = Vec::with_capacity(l as usize);
+                for j in 0..l {
+                    if let Some((_, s)) = mem.remove(&j) {
+                        consumed.push(s);
+                    } else if pre.remove(&j) {
+                        let (s, f) = level_sigma(node, state, &keys, j).await?;
+                        fetched += f;
+                        consumed.push(s);
+                    } else {
+                        bail!("level {j} should be filled at t = {t}");
+                    }
+                }
+                let refs: Vec<&[Fp]> = consumed.iter().map(|v| v.as_slice()).collect();
+                let exp = code::h_add(t, k, sigma, &refs, SIGMA_WIDTH)?;
+                mem.insert(l, (WireRun::from(RunId { tag: RunTag::level(l), built_at }), exp));
+                t += 1;
+            }
+            WriteStep::CRebuild => {
+                if u_sig.is_none() {
+                    u_sig = Some(u_sigma(node, state, &keys).await?);
+                    fetched += n;
+                }
+                let mut all = u_sig.clone().unwrap_or_default();
+                for (i, s) in written_sigma.iter().chain(std::iter::once((index, sigma))) {
+                    let at = *i as usize * RHO;
+                    all[at..at + RHO].copy_from_slice(s);
+                }
+                new_c = Some((WireRun::from(RunId { tag: RunTag::C, built_at }), code::c_rebuild(&all, k, SIGMA_WIDTH)?));
+                mem.clear();
+                pre.clear();
+                t = 0;
+                rebuilds += 1;
+            }
+        }
+        written_sigma.insert(*index, *sigma);
+    }
+    let expected: Vec<(WireRun, Vec<Fp>)> = new_c.into_iter().chain(mem.into_values()).collect();
+
+    // (3) The intent, durably, then the batch itself.
+    let nonce = state.next_nonce();
+    state.stash_sigmas(&expected)?;
+    state.pending = Some(Pending::WriteBatch {
+        nonce,
+        writes: blocks
+            .iter()
+            .map(|(index, block, _, sealed)| PendingWrite { index: *index, block: block.clone().into(), sealed_u: B256::from(*sealed) })
+            .collect(),
+        new_root_u,
+        runs: expected.iter().map(|(r, _)| *r).collect(),
+        rejected: None,
+    });
+    state.persist()?;
+    let wire: Vec<WireWrite> = blocks
+        .into_iter()
+        .map(|(index, block, _, sealed)| WireWrite { index, block: ByteBuf::from(block), sealed_u: B256::from(sealed) })
+        .collect();
+    let answer = match node.write_batch(auth, nonce, wire).await {
+        Ok(a) => a,
+        Err(e) if definitely_refused(&e) => {
+            state.pending = None;
+            state.persist()?;
+            state.drop_sigma();
+            return Err(e);
+        }
+        Err(e) => return Err(e.context(LOST_ANSWER)),
+    };
+    let mut report = finish_write_batch(node, auth, state, answer).await?;
+    report.sealed_fetched = fetched;
+    Ok(report)
+}
+
+/// Checks the node's answer to a [`Pending::WriteBatch`] (as it arrived, or as the node
+/// reported it after a crash): the count, the new rootU and the runs' names. Then
+/// commits the new state with those runs marked unchecked (their check is deferred to
+/// the next checkpoint, [`verify_deferred`]), remembers the batch's blocks for the
+/// owner's block cache, and stores the σ̃ of the runs it does not cache. A failed check
+/// marks the intent rejected and errors.
+pub(crate) async fn finish_write_batch(
+    node: &NodeClient,
+    auth: &OwnerAuth<'_>,
+    state: &mut OwnerState,
+    answer: WrittenBatch,
+) -> anyhow::Result<BatchReport> {
+    let Some(Pending::WriteBatch { writes, new_root_u, runs, .. }) = state.pending.clone() else {
+        bail!("no batch of writes is pending");
+    };
+    let keys = state.keys()?;
+    let got_runs: Vec<WireRun> = answer.runs.iter().map(|(r, _)| *r).collect();
+    let verdict = (|| {
+        check(answer.count == writes.len() as u64, || format!("the node applied {} writes of a batch of {}", answer.count, writes.len()))?;
+        check(answer.root_u == new_root_u, || format!("the node's new rootU {} differs from the owner's {new_root_u}", answer.root_u))?;
+        check(got_runs == runs, || format!("the node built runs {got_runs:?}, expected {runs:?}"))?;
+        Ok(())
+    })();
+    if let Err(e) = verdict {
+        return Err(reject(state, e));
+    }
+    let mut sigmas = Vec::with_capacity(runs.len());
+    for r in &runs {
+        sigmas.push(state.stashed_sigma(*r)?);
+    }
+
+    // Commit: counters, rootU, the runs (unchecked), the block cache.
+    let n = state.num_blocks;
+    let k = state.log_blocks();
+    let old_total = state.total_writes();
+    let new_total = old_total + writes.len() as u64;
+    let (new_rebuilds, new_t) = (new_total / n, new_total % n);
+    let rebuilt = new_rebuilds != state.rebuild_count;
+    let mut store = Vec::new();
+    if let Some(((run, root), _)) = answer.runs.iter().zip(&sigmas).find(|((r, _), _)| r.tag == 0) {
+        state.c = Some(RunEntry { run: *run, root: *root, sigma: None, unchecked: true });
+        store.push(*run);
+    }
+    let mut levels = vec![None; k as usize];
+    for (l, slot) in levels.iter_mut().enumerate() {
+        if (new_t >> l) & 1 == 0 {
+            continue;
+        }
+        if let Some(((run, root), sigma)) = answer.runs.iter().zip(&sigmas).find(|((r, _), _)| r.tag == l as u32 + 1) {
+            let cache = (l as u32) < state.cache_levels;
+            *slot = Some(RunEntry { run: *run, root: *root, sigma: cache.then(|| sigma_to_u64(sigma)), unchecked: true });
+            if !cache {
+                store.push(*run);
+            }
+        } else if !rebuilt {
+            *slot = state.levels.get(l).cloned().flatten();
+            ensure!(slot.is_some(), "level {l} should have survived the batch but the owner has no entry for it");
+        } else {
+            bail!("the batch crossed a C-rebuild but level {l} was not rebuilt after it");
+        }
+    }
+    state.levels = levels;
+    state.root_u = new_root_u;
+    state.write_count = new_t;
+    state.rebuild_count = new_rebuilds;
+    // The block cache: this batch's writes (numbered old_total+1..), replacing any
+    // entries with those numbers (left by a refused batch), saved with the old window
+    // still in it so that either state finds its blocks after a crash.
+    if state.block_cache_levels > 0 {
+        state.recent.retain(|(w, _, _)| *w <= old_total);
+        for (j, w) in writes.iter().enumerate() {
+            state.recent.push((old_total + 1 + j as u64, w.index, w.block.to_vec()));
+        }
+        let window = recent_window_start(new_total, new_t, state.block_cache_levels);
+        let old_window = recent_window_start(old_total, old_total % n, state.block_cache_levels);
+        state.recent.retain(|(w, _, _)| *w > window.min(old_window));
+        state.save_recent()?;
+        state.recent.retain(|(w, _, _)| *w > window);
+    }
+    let report = BatchReport {
+        count: answer.count,
+        runs: runs.iter().map(|r| RunId::from(*r).to_string()).collect(),
+        root_u: new_root_u,
+        sealed_fetched: 0,
+    };
+    if store.is_empty() {
+        state.pending = None;
+        state.persist()?;
+        state.drop_sigma();
+    } else {
+        let first = store.remove(0);
+        state.pending = Some(Pending::StoreSealed { run: first, next: 0, more: store });
+        state.persist()?;
+        store_pending_sealed(node, auth, state, &keys).await?;
+    }
+    Ok(report)
+}
+
+/// The root of a Merkle tree of depth `depth` (inner nodes [`merkle::node`]) after
+/// setting some leaves, from its old root and the old leaves' paths: each `(index, old
+/// leaf, path)` of `old` is checked against `old_root` first (an error names the first
+/// that fails); then `new` (index, leaf), in order (a later leaf of the same index
+/// wins), replaces the leaves, and the nodes above them are recomputed from the paths'
+/// siblings. Every index of `new` must be in `old`. Cost: one hash per touched node
+/// (≤ |old|·depth), against |old|·depth for verifying the paths.
+pub fn new_root_from_paths(old_root: &B256, depth: u32, old: &[(u64, B256, Vec<B256>)], new: &[(u64, B256)]) -> anyhow::Result<B256> {
+    let mut nodes: HashMap<(u32, u64), B256> = HashMap::with_capacity(old.len() * (depth as usize + 1));
+    for (i, leaf, path) in old {
+        merkle::verify_path(old_root, depth, *i, *leaf, path).with_context(|| format!("the path of leaf {i}"))?;
+        for (d, sib) in path.iter().enumerate() {
+            nodes.entry((d as u32, (i >> d) ^ 1)).or_insert(*sib);
+        }
+    }
+    let known: BTreeSet<u64> = old.iter().map(|(i, _, _)| *i).collect();
+    let mut touched: BTreeSet<u64> = BTreeSet::new();
+    for (i, leaf) in new {
+        ensure!(known.contains(i), "no old path for leaf {i}");
+        nodes.insert((0, *i), *leaf);
+        touched.insert(*i);
+    }
+    if touched.is_empty() {
+        return Ok(*old_root);
+    }
+    for d in 0..depth {
+        let parents: BTreeSet<u64> = touched.iter().map(|p| p >> 1).collect();
+        for &p in &parents {
+            let l = nodes.get(&(d, 2 * p)).copied().context("a sibling is missing from the paths")?;
+            let r = nodes.get(&(d, 2 * p + 1)).copied().context("a sibling is missing from the paths")?;
+            nodes.insert((d + 1, p), merkle::node(&l, &r));
+        }
+        touched = parents;
+    }
+    nodes.get(&(depth, 0)).copied().context("no new root")
+}
+
+/// The first write number (exclusive) of the writes the smallest `levels` levels hold
+/// after `total` writes with counter t: writes `(total − (t mod 2^levels), total]`.
+fn recent_window_start(total: u64, t: u64, levels: u32) -> u64 {
+    let mask = if levels >= 64 { u64::MAX } else { (1u64 << levels) - 1 };
+    total - (t & mask)
+}
+
+/// Fails with [`Misbehaved`] unless `ok`.
+fn check(ok: bool, why: impl FnOnce() -> String) -> anyhow::Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(Misbehaved(why()).into())
+    }
+}
+
+/// What [`verify_deferred`] did.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct DeferredReport {
+    /// Runs recomputed from the owner's cached blocks (root compared).
+    pub recomputed: Vec<String>,
+    /// Runs spot-checked (λ samples against the predicted checksums).
+    pub spot_checked: Vec<String>,
+    /// Samples downloaded.
+    pub samples: usize,
+}
+
+/// Checks every unchecked run of the owner's current state (those a batch built: the
+/// runs the next digest references), before the owner signs that digest: runs of the
+/// smallest levels are recomputed from the owner's blocks (App. A.1) when it has all
+/// of them and their root compared; the others get a λ-sample spot-check against the
+/// checksums the owner predicted (cached, or its own σ̃ opened from the node). A run
+/// that passes is marked checked (saved); a run that fails is a [`Misbehaved`] error
+/// and the owner must not sign: the failure is saved
+/// ([`OwnerState::deferred_failure`]) so that no later, luckier check can pass it.
+pub async fn verify_deferred(node: &NodeClient, state: &mut OwnerState) -> anyhow::Result<DeferredReport> {
+    if let Some(why) = &state.deferred_failure {
+        bail!("a run of the owner's state failed its deferred check ({why}); do not sign digests with this provider (dispute it with `dpor audit`)");
+    }
+    let format = state.format()?;
+    let keys = state.keys()?;
+    let mut report = DeferredReport::default();
+    let todo: Vec<(RunEntry, u64)> = state.runs().into_iter().filter(|(e, _)| e.unchecked).map(|(e, s)| (e.clone(), s)).collect();
+    for (entry, size) in todo {
+        let id = RunId::from(entry.run);
+        let level = id.tag.as_level();
+        let local = match level {
+            Some(l) if l < state.block_cache_levels => recompute_level(state, l)?,
+            _ => None,
+        };
+        let verdict = match local {
+            Some(root) => {
+                report.recomputed.push(id.to_string());
+                check(root == entry.root, || format!("the node's run {id} has root {}, but its blocks give {root}", entry.root))
+            }
+            None => {
+                let positions = spot_positions(size, state.lambda);
+                let expected = expected_at(node, state, &keys, &entry, size, &positions).await?;
+                report.spot_checked.push(id.to_string());
+                report.samples += positions.len();
+                spot_check_at(node, state.deal, &keys, &format, entry.run, entry.root, size, &expected, &positions).await.map(|_| ())
+            }
+        };
+        if let Err(e) = verdict {
+            if e.chain().any(|c| c.downcast_ref::<Misbehaved>().is_some()) {
+                state.deferred_failure = Some(format!("{e:#}"));
+                state.persist()?;
+            }
+            return Err(e);
+        }
+        for slot in state.c.iter_mut().chain(state.levels.iter_mut().flatten()) {
+            if slot.run == entry.run {
+                slot.unchecked = false;
+            }
+        }
+        state.persist()?;
+    }
+    Ok(report)
+}
+
+/// The expected checksums of `entry` at `positions` (a size × ρ vector, zero
+/// elsewhere): from the cache, or the owner's σ̃ fetched from the node and opened
+/// (one-time keys: the node cannot substitute another run's or position's).
+async fn expected_at(
+    node: &NodeClient,
+    state: &OwnerState,
+    keys: &OwnerKeys,
+    entry: &RunEntry,
+    size: u64,
+    positions: &[u64],
+) -> anyhow::Result<Vec<Fp>> {
+    if let Some(s) = &entry.sigma {
+        return sigma_from_u64(s);
+    }
+    let id = RunId::from(entry.run);
+    let mut out = vec![Fp::from(0u64); size as usize * RHO];
+    let wanted: BTreeSet<u64> = positions.iter().copied().collect();
+    for p in wanted {
+        let got = node.sealed(state.deal, entry.run, p, 1).await?;
+        let s = got.into_iter().next().flatten().with_context(|| format!("the node lost the checksum of {id} position {p}"))?;
+        let place = Place::Run { tag: id.tag, built_at: id.built_at, position: p };
+        let sigma = keys.open(place, &s.0).with_context(|| format!("checksum of {id} position {p}"))?;
+        out[p as usize * RHO..(p as usize + 1) * RHO].copy_from_slice(&sigma);
+    }
+    Ok(out)
+}
+
+/// The root of level `level` of the owner's current state recomputed from its cached
+/// blocks (App. A.1), or `None` if the cache does not hold all of its writes.
+fn recompute_level(state: &OwnerState, level: u32) -> anyhow::Result<Option<B256>> {
+    let format = state.format()?;
+    let width = format.width();
+    let k = state.log_blocks();
+    let start = level_start(state.write_count, level);
+    let base = state.rebuild_count * state.num_blocks;
+    let by_number: HashMap<u64, (u64, &Vec<u8>)> = state.recent.iter().map(|(w, i, b)| (*w, (*i, b))).collect();
+    let mut local: BTreeMap<u32, Vec<Fp>> = BTreeMap::new();
+    for j in 0..(1u64 << level) {
+        let tt = start + j;
+        let Some((index, block)) = by_number.get(&(base + tt + 1)) else {
+            return Ok(None);
+        };
+        let record = format.record(*index, block)?;
+        let l = target_level(tt);
+        let consumed: Vec<Vec<Fp>> = (0..l).map(|x| local.remove(&x).unwrap_or_default()).collect();
+        let refs: Vec<&[Fp]> = consumed.iter().map(|v| v.as_slice()).collect();
+        local.insert(l, code::h_add(tt, k, &record, &refs, width)?);
+    }
+    let run = local.remove(&level).context("the replayed window did not end on its level")?;
+    let coded: Vec<Vec<u8>> = run.chunks_exact(width).map(|b| format.coded_to_bytes(b)).collect::<Result<_, _>>()?;
+    Ok(Some(merkle::run_tree(&coded)?.root()))
+}
