@@ -94,7 +94,10 @@ fn state(n: u64, beta: u32, market: Address, lambda: u32, cache_levels: u32) -> 
         cache_levels,
         pending: None,
         path: None,
-        stashed: None,
+        stashed: Vec::new(),
+        block_cache_levels: 0,
+        recent: Vec::new(),
+        deferred_failure: None,
     }
 }
 

@@ -21,7 +21,7 @@ use crate::node_client::{NodeClient, OwnerAuth};
 use crate::output::Output;
 use crate::owner::commands::{self as owner_cmd, DealCommand, OwnerCommand};
 use crate::owner::flows;
-use crate::owner_state::{OwnerState, DEFAULT_CACHE_LEVELS};
+use crate::owner_state::{OwnerState, DEFAULT_BLOCK_CACHE_LEVELS, DEFAULT_CACHE_LEVELS};
 use alloy_primitives::Address;
 use anyhow::{bail, ensure, Context};
 use clap::Subcommand;
@@ -332,6 +332,7 @@ async fn put(
                 min_collateral: None,
                 mint: opts.mint,
                 cache_levels: DEFAULT_CACHE_LEVELS,
+                block_cache_levels: DEFAULT_BLOCK_CACHE_LEVELS,
                 force: false,
             }),
         )
