@@ -302,6 +302,16 @@ impl OwnerState {
         anyhow::bail!("the pending checksums file is for runs {seen:?}, not {run:?}")
     }
 
+    /// Forgets the unfinished request the node definitely refused (nothing of it was
+    /// applied): clears [`OwnerState::pending`], saves the state, then drops the
+    /// stashed checksums. Errors: the state file cannot be written.
+    pub fn drop_intent(&mut self) -> anyhow::Result<()> {
+        self.pending = None;
+        self.persist()?;
+        self.drop_sigma();
+        Ok(())
+    }
+
     /// Forgets the stashed checksums (deletes the sidecar).
     pub fn drop_sigma(&mut self) {
         self.stashed.clear();

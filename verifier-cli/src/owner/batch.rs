@@ -13,8 +13,8 @@
 //! predicted checksums otherwise. Runs built and consumed between two checkpoints are
 //! never checked: no digest references them.
 
-use super::flows::{level_sigma, reject, spot_check_at, spot_positions, store_pending_sealed, u_sigma, Misbehaved, LOST_ANSWER};
-use crate::node_client::{definitely_refused, NodeClient, OwnerAuth, WrittenBatch};
+use super::flows::{answer_to_intent, level_sigma, reject, spot_check_at, spot_positions, store_pending_sealed, u_sigma, Misbehaved};
+use crate::node_client::{NodeClient, OwnerAuth, WrittenBatch};
 use crate::owner_state::{sigma_from_u64, sigma_to_u64, OwnerState, Pending, PendingWrite, RunEntry, SIGMA_WIDTH};
 use alloy_primitives::B256;
 use anyhow::{bail, ensure, Context};
@@ -177,16 +177,7 @@ pub async fn write_batch(
         .into_iter()
         .map(|(index, block, _, sealed)| WireWrite { index, block: ByteBuf::from(block), sealed_u: B256::from(sealed) })
         .collect();
-    let answer = match node.write_batch(auth, nonce, wire).await {
-        Ok(a) => a,
-        Err(e) if definitely_refused(&e) => {
-            state.pending = None;
-            state.persist()?;
-            state.drop_sigma();
-            return Err(e);
-        }
-        Err(e) => return Err(e.context(LOST_ANSWER)),
-    };
+    let answer = answer_to_intent(state, node.write_batch(auth, nonce, wire).await)?;
     let mut report = finish_write_batch(node, auth, state, answer).await?;
     report.sealed_fetched = fetched;
     Ok(report)

@@ -255,23 +255,28 @@ pub async fn upload(
     state.stash_sigma(C0, &expected)?;
     state.pending = Some(Pending::UploadFinish { nonce, root_u: my_root_u, file_bytes: file.len() as u64, rejected: None });
     state.persist()?;
-    let answer = node.upload_finish(auth, nonce).await;
-    let (root_u, c, root_c) = match answer {
-        Ok(a) => a,
-        Err(e) if definitely_refused(&e) => {
-            state.pending = None;
-            state.persist()?;
-            state.drop_sigma();
-            return Err(e);
-        }
-        Err(e) => return Err(e.context(LOST_ANSWER)),
-    };
+    let (root_u, c, root_c) = answer_to_intent(state, node.upload_finish(auth, nonce).await)?;
     let checked = finish_upload(node, auth, state, root_u, c, root_c).await?;
     Ok(UploadReport { file_bytes: file.len() as u64, num_blocks: state.num_blocks, root_u, root_c, spot_checked: checked })
 }
 
 /// C@0, the run an upload builds.
 const C0: WireRun = WireRun { tag: 0, built_at: 0 };
+
+/// The answer to a request whose intent the owner saved before sending it: a definite
+/// refusal (nothing was applied) drops the intent ([`OwnerState::drop_intent`]) and
+/// returns the refusal; any other failure keeps the intent, for the next command to
+/// settle with the node ([`super::recover`]), and says so ([`LOST_ANSWER`]).
+pub(crate) fn answer_to_intent<T>(state: &mut OwnerState, answer: anyhow::Result<T>) -> anyhow::Result<T> {
+    match answer {
+        Ok(a) => Ok(a),
+        Err(e) if definitely_refused(&e) => {
+            state.drop_intent()?;
+            Err(e)
+        }
+        Err(e) => Err(e.context(LOST_ANSWER)),
+    }
+}
 
 /// What an owner command says when a request got no answer (its intent is saved).
 pub const LOST_ANSWER: &str = "the node did not answer; the request is saved and the next command \
@@ -478,16 +483,7 @@ pub async fn write(
         rejected: None,
     });
     state.persist()?;
-    let written = match node.write(auth, nonce, index, block, B256::from(sealed)).await {
-        Ok(w) => w,
-        Err(e) if definitely_refused(&e) => {
-            state.pending = None;
-            state.persist()?;
-            state.drop_sigma();
-            return Err(e);
-        }
-        Err(e) => return Err(e.context(LOST_ANSWER)),
-    };
+    let written = answer_to_intent(state, node.write(auth, nonce, index, block, B256::from(sealed)).await)?;
     let mut report = finish_write(node, auth, state, written).await?;
     report.sealed_fetched = fetched;
     Ok(report)

@@ -83,9 +83,7 @@ pub async fn recover(node: &NodeClient, auth: &OwnerAuth<'_>, state: &mut OwnerS
                         ));
                     }
                     Err(e) if definitely_refused(&e) => {
-                        state.pending = None;
-                        state.persist()?;
-                        state.drop_sigma();
+                        state.drop_intent()?;
                         notes.push(format!("the interrupted write of block {index} was not applied: the node refuses it ({e:#})"));
                     }
                     Err(e) if refusal(&e) == Some(ErrorCode::Replay) => continue,
@@ -122,9 +120,7 @@ pub async fn recover(node: &NodeClient, auth: &OwnerAuth<'_>, state: &mut OwnerS
                         ));
                     }
                     Err(e) if definitely_refused(&e) => {
-                        state.pending = None;
-                        state.persist()?;
-                        state.drop_sigma();
+                        state.drop_intent()?;
                         notes.push(format!("the interrupted batch of {count} writes was not applied: the node refuses it ({e:#})"));
                     }
                     Err(e) if refusal(&e) == Some(ErrorCode::Replay) => continue,
@@ -149,9 +145,7 @@ pub async fn recover(node: &NodeClient, auth: &OwnerAuth<'_>, state: &mut OwnerS
                         ));
                     }
                     Err(e) if definitely_refused(&e) => {
-                        state.pending = None;
-                        state.persist()?;
-                        state.drop_sigma();
+                        state.drop_intent()?;
                         notes.push(format!("the interrupted upload was not finished: the node refuses it ({e:#}); run `upload` again"));
                     }
                     Err(e) if refusal(&e) == Some(ErrorCode::Replay) => continue,
