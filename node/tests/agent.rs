@@ -303,8 +303,19 @@ async fn agent_registers_accepts_proves_answers_disputes_and_closes() {
     until("store released dispute 1", 10, || async { runs.calls.lock().unwrap().closed.contains(&q1) }).await;
     assert!(runs.calls.lock().unwrap().opened.contains(&q1));
 
-    // 6. the node lost C position 6: it must not answer; after the deadline it is slashed
-    runs.lost.lock().unwrap().insert((RunTag::C, 6));
+    // 6. the node lost its data (C position 6 among it): it must not answer; after the
+    //    deadline it is slashed. Every block is lost, not only the disputed one, so that
+    //    epoch 2 (which the dispute's deadline warps into) cannot be proven either,
+    //    whenever the agent's poll happens to run.
+    {
+        let mut lost = runs.lost.lock().unwrap();
+        for (tag, size, _) in d.runs() {
+            for p in 0..size {
+                lost.insert((tag, p));
+            }
+        }
+        assert!(lost.contains(&(RunTag::C, 6)));
+    }
     let reads = runs.calls.lock().unwrap().reads; // no epoch is being proven now (epoch 1 done)
     let q2 = auditor.open_dispute(deal, 1, 1, B256::repeat_byte(2), 0, 6, 1).await.unwrap();
     until("the agent sees dispute 2", 30, || async { runs.calls.lock().unwrap().opened.contains(&q2) }).await;
