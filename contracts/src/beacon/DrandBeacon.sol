@@ -2,6 +2,7 @@
 pragma solidity ^0.8.24;
 
 import {BN254} from "./BN254.sol";
+import {IRandomnessBeacon} from "../market/IRandomnessBeacon.sol";
 
 /// @title DrandBeacon: drand rounds verified on chain, one randomness per round, stored once
 /// @notice Records the randomness of rounds of a drand beacon with the `bls-bn254-unchained-on-g1` scheme (drand's
@@ -15,7 +16,7 @@ import {BN254} from "./BN254.sol";
 /// @dev Gas of `record` (test_gas_record in contracts/test/beacon/DrandBeacon.t.sol; docs/BEACON.md): 160k-173k
 ///      execution (prague), of which the 2-pair pairing is 113k, hashing to G1 about 18k (34k under Osaka's modexp
 ///      pricing, EIP-7883) and the storage write 22k.
-contract DrandBeacon {
+contract DrandBeacon is IRandomnessBeacon {
     /// @notice The hash-to-curve domain separation tag of drand's `bls-bn254-unchained-on-g1` scheme.
     bytes public constant DST = "BLS_SIG_BN254G1_XMD:KECCAK-256_SVDW_RO_NUL_";
 
