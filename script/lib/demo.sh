@@ -1,0 +1,219 @@
+# script/lib/demo.sh: what script/demo and script/demo-providers share (sourced, not run).
+# Each script sets `root` (the repository) and calls, in order:
+#   demo_pick_file [FILE]   the real file (default: this machine's C library): $file, $size
+#   demo_build              npm toolchain (Foundry, solc) + release binaries: $dpor, $node_bin, ...
+#   demo_workdir            .demo/run-<pid>/ and the cleanup that stops every process started
+#   demo_chain              anvil + DrandBeacon + Deploy: $rpc, $token, $market, $manifest
+# and then uses the helpers (say/info/fail, value and chain helpers, launch_node).
+# Knobs: DEMO_UPLOAD_SECONDS (deal upload window, s; default 1 day, the floor),
+# DEMO_ACCOUNTS (anvil's funded accounts; default 10), fail_log (the log `fail` shows).
+
+# ---------------------------------------------------------------- output helpers
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+info() { printf '   %s\n' "$*"; }
+fail() {
+  echo "demo: FAIL: $*" >&2
+  local log="${work:-}/${fail_log:-node.log}"
+  if [ -n "${work:-}" ] && [ -f "$log" ]; then
+    echo "---- last lines of the node log ($log):" >&2
+    tail -n 25 "$log" >&2 || true
+  fi
+  exit 1
+}
+
+# ---------------------------------------------------------------- the file
+BETA=4096
+# demo_pick_file [FILE]: sets $file (absolute) and $size (bytes).
+demo_pick_file() {
+  file="${1:-}"
+  if [ -z "$file" ]; then
+    # A real binary every Linux machine has, of a few MiB: the C library this shell runs on.
+    file="$(ldd /bin/sh 2>/dev/null | awk '/libc\.so/ {print $3; exit}')"
+    for f in "$file" /lib/x86_64-linux-gnu/libc.so.6 /usr/lib/x86_64-linux-gnu/libc.so.6 \
+             /lib/aarch64-linux-gnu/libc.so.6 /lib64/libc.so.6 /usr/lib64/libc.so.6 /usr/lib/libc.so.6; do
+      if [ -n "$f" ] && [ -f "$f" ]; then file="$f"; break; fi
+    done
+  fi
+  [ -n "$file" ] && [ -f "$file" ] || fail "no such file: '${file}' (usage: $0 [FILE])"
+  file="$(readlink -f "$file")"
+  size="$(stat -c %s "$file")"
+  [ "$size" -ge $((2 * BETA)) ] || fail "$file is $size bytes; the demo needs at least $((2 * BETA)) (two blocks)"
+}
+
+# ---------------------------------------------------------------- toolchain and build
+# demo_build: sets $bin (npm tools), $cast, $node_bin, $dpor, $beacon_bin.
+demo_build() {
+  if [ ! -x node_modules/.bin/forge ] || [ ! -f node_modules/solc/solc.js ]; then
+    say "npm install (Foundry, solc, OpenZeppelin, pinned by package-lock.json)"
+    npm install --no-audit --no-fund
+  fi
+  bin="$root/node_modules/.bin"
+  for t in forge anvil cast; do [ -x "$bin/$t" ] || fail "$bin/$t missing after npm install"; done
+  cast="$bin/cast"
+  command -v node >/dev/null || fail "node (Node.js) is needed"
+
+  say "cargo build --release (dpor-node with its testing switches, dpor)"
+  # Feature `testing` adds the node's cheat modes (`misbehave`); the demo's node may use them.
+  cargo build --release --locked -p dpor-node -p dpor-cli -p dpor-beacon --features dpor-node/testing
+  target="${CARGO_TARGET_DIR:-$root/target}"
+  node_bin="$target/release/dpor-node"
+  dpor="$target/release/dpor"
+  beacon_bin="$target/release/dpor-beacon"
+  [ -x "$node_bin" ] && [ -x "$dpor" ] && [ -x "$beacon_bin" ] || fail "the release binaries are missing under $target/release"
+}
+
+# ---------------------------------------------------------------- work dir and cleanup
+# demo_workdir: sets $work and installs the cleanup (every pid in $pids is killed,
+# every process group led by a pid in $groups is killed, on any exit).
+demo_workdir() {
+  work="$root/.demo/run-$$"
+  rm -rf "$work"
+  mkdir -p "$work"
+  pids=()
+  groups=() # pids that lead their own process group (setsid): the cleanup kills the group
+  trap cleanup EXIT
+  trap 'exit 130' INT TERM
+}
+cleanup() {
+  local code=$?
+  for pid in "${groups[@]}"; do kill -- "-$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  if [ "$code" -ne 0 ]; then echo "demo: stopped every process it started; files in $work" >&2; fi
+}
+
+# ---------------------------------------------------------------- values
+free_port() { node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
+now() { date +%s.%N; }
+secs_since() { node -e 'console.log((Number(process.argv[2])-Number(process.argv[1])).toFixed(2))' "$1" "$(now)"; }
+# Token amount (wei, 18 decimals) as tokens, every significant decimal (100.0, 0.0000107).
+tok() { node -e 'const v=BigInt(process.argv[1]);const s=v<0n?"-":"";const a=v<0n?-v:v;const f=(a%10n**18n).toString().padStart(18,"0").replace(/0+$/,"");console.log(s+(a/10n**18n)+"."+(f||"0"))' -- "$1"; }
+fmt3() { node -e 'console.log(Number(process.argv[1]||0).toFixed(3))' -- "$1"; }
+sub() { node -e 'console.log((BigInt(process.argv[1])-BigInt(process.argv[2])).toString())' -- "$1" "$2"; }
+add() { node -e 'console.log((BigInt(process.argv[1])+BigInt(process.argv[2])).toString())' -- "$1" "$2"; }
+# Field $1 (dot path, e.g. report.spot_checked) of the first JSON line on stdin ("" if absent).
+jget() { node -e '
+  const lines=require("fs").readFileSync(0,"utf8").split("\n").filter(l=>l.trim().startsWith("{"));
+  if(!lines.length){console.log("");process.exit(0)}
+  let v=JSON.parse(lines[0]);
+  for(const k of process.argv[1].split(".")){ if(v==null)break; v=v[k]; }
+  console.log(v==null?"":(typeof v==="object"?JSON.stringify(v):String(v)))' "$1"; }
+# Field $1 (index) of a cast --json tuple on stdin.
+field() { node -e 'const v=JSON.parse(require("fs").readFileSync(0,"utf8"));const t=Array.isArray(v[0])?v[0]:v;console.log(JSON.stringify(t[+process.argv[1]]).replace(/^"|"$/g,""))' "$1"; }
+# wait_for DESCRIPTION TIMEOUT_SECONDS COMMAND...: polls COMMAND every 0.5 s.
+wait_for() {
+  local what="$1" timeout="$2"; shift 2
+  local deadline=$(( $(date +%s) + timeout ))
+  until "$@" >/dev/null 2>&1; do
+    [ "$(date +%s)" -lt "$deadline" ] || fail "timed out after ${timeout}s waiting for $what"
+    sleep 0.5
+  done
+}
+
+# ---------------------------------------------------------------- chain
+
+# ---------------------------------------------------------------- chain
+chain_time() { "$cast" block latest -f timestamp --rpc-url "$rpc"; }
+# demo_chain: anvil (1 block/s), a local randomness beacon, the contracts.
+demo_chain() {
+  say "local chain: anvil (1 block/s) + contracts"
+  port="$(free_port)"
+  rpc="http://127.0.0.1:$port"
+  # The real anvil (script/anvil-bin: not the npm wrapper, whose kill would leave anvil
+  # running), in its own process group so that the cleanup ends the whole group.
+  setsid "$("$root/script/anvil-bin")" --accounts "${DEMO_ACCOUNTS:-10}" --host 127.0.0.1 --port "$port" --block-time 1 --silent >"$work/anvil.log" 2>&1 &
+  pids+=($!)
+  groups+=($!)
+  wait_for "anvil on $rpc" 30 "$cast" chain-id --rpc-url "$rpc"
+  EPOCH_SECONDS=21600   # 6 h, the market's floor
+  ANSWER_SECONDS=54000  # 15 h, the floor
+  BEACON_PERIOD=30
+  "$beacon_bin" keygen --out "$work/beacon.key" --seed 64706f722d64656d6f2d6265616f6e2d6b6579 >"$work/beacon.pub" 2>&1 \
+    || { cat "$work/beacon.pub" >&2; fail "dpor-beacon keygen"; }
+  words="$(grep -oE '(0x[0-9a-fA-F]+|[0-9]{10,})' "$work/beacon.pub" | head -n 4 | paste -sd, -)"
+  [ "$(echo "$words" | tr ',' '\n' | grep -c .)" = 4 ] || { cat "$work/beacon.pub" >&2; fail "no 4 public-key words from dpor-beacon keygen"; }
+  out="$("$bin/forge" create contracts/src/beacon/DrandBeacon.sol:DrandBeacon --rpc-url "$rpc" --broadcast \
+    --private-key 0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80 \
+    --constructor-args "[$words]" "$(chain_time)" "$BEACON_PERIOD" 2>&1)" || { echo "$out" >&2; fail "forge create DrandBeacon"; }
+  beacon="$(echo "$out" | sed -n 's/^ *Deployed to: *//p')"
+  [ -n "$beacon" ] || { echo "$out" >&2; fail "no beacon address in the forge create output"; }
+  out="$(BEACON=$beacon EPOCH_SECONDS=$EPOCH_SECONDS ANSWER_SECONDS=$ANSWER_SECONDS UPLOAD_SECONDS=${DEMO_UPLOAD_SECONDS:-86400} "$bin/forge" script contracts/script/Deploy.s.sol:Deploy \
+    --rpc-url "$rpc" --broadcast 2>&1)" || { echo "$out" >&2; fail "forge script (deploy)"; }
+  token="$(echo "$out" | sed -n 's/^ *DPOR_TOKEN=//p')"
+  market="$(echo "$out" | sed -n 's/^ *DPOR_MARKET=//p')"
+  manifest="$(echo "$out" | sed -n 's/^ *DPOR_MANIFEST=//p')"
+  [ -n "$token" ] && [ -n "$market" ] && [ -n "$manifest" ] || { echo "$out" >&2; fail "no addresses in the deploy output"; }
+  info "anvil at $rpc; token $token; market $market; manifest $manifest; local beacon $beacon (one round every ${BEACON_PERIOD}s)"
+  info "epochs of ${EPOCH_SECONDS}s on a global grid, ${ANSWER_SECONDS}s to answer a dispute (chain time warped), bond $(tok "$("$cast" call --rpc-url "$rpc" "$market" 'disputeBond()(uint128)' | cut -d' ' -f1)") tokens"
+}
+# warp_to T: moves the chain's clock to UNIX time T (no-op if already past) and mines a block.
+warp_to() {
+  local d=$(( $1 - $(chain_time) ))
+  if [ "$d" -gt 0 ]; then "$cast" rpc --rpc-url "$rpc" evm_increaseTime "$d" >/dev/null || fail "evm_increaseTime"; fi
+  "$cast" rpc --rpc-url "$rpc" evm_mine >/dev/null || fail "evm_mine"
+}
+# relay: records the beacon round of every started global epoch (the epoch seeds).
+relay() { "$dpor" beacon relay --once --beacon-key "$work/beacon.key" --key-file "$work/auditor.key" >>"$work/relay.log" 2>&1 || fail "dpor beacon relay (see $work/relay.log)"; }
+
+call() { "$cast" call --rpc-url "$rpc" "$@"; }
+num() { call "$@" | cut -d' ' -f1; }
+balance() { num "$token" "balanceOf(address)(uint256)" "$1"; }
+owed() { num "$market" "owed(address)(uint256)" "$1"; }
+deal_sig="getDeal(uint256)((address,uint32,uint32,uint16,uint8,uint8,address,uint64,uint16,uint16,uint64,uint64,uint64,uint64,bytes32,uint128,uint128,uint128,uint128,uint64,uint32,uint32))"
+deal_field() { call "$market" "$deal_sig" "$1" --json | field "$2"; }
+dispute_sig="getDispute(uint256)((uint256,address,uint64,uint8,uint8,uint64,uint32,uint64,uint128,bytes32))"
+dispute_field() { call "$market" "$dispute_sig" "$1" --json | field "$2"; }
+block_number() { "$cast" block-number --rpc-url "$rpc"; }
+
+# launch_node NAME KEY_FILE PORT [ARGS...]: starts a node (config $work/node.toml) with
+# data dir $work/NAME, log $work/NAME.log (appended: restarts keep the history), addr file
+# $work/NAME.addr; sets $launched to its pid. The handler's debug lines ("write applied")
+# are logged.
+launch_node() {
+  local name="$1" key="$2" p="$3"; shift 3
+  RUST_LOG="info,libp2p=warn,dpor_node::handler=debug" "$node_bin" run --config "$work/node.toml" --data-dir "$work/$name" \
+    --listen "/ip4/127.0.0.1/tcp/$p" --rpc-url "$rpc" --market "$market" --provider-key-file "$key" \
+    --addr-file "$work/$name.addr" --poll-interval-ms 500 "$@" >>"$work/$name.log" 2>&1 &
+  launched=$!
+  pids+=("$launched")
+}
+
+# catch_partial_blocks DEAL NAME PID: node NAME (pid PID), provider of DEAL, now runs with
+# --misbehave partial-blocks (it keeps half of every coded block). Warps to the first epoch
+# of DEAL with a digest in force, relays its seed, shows that the node cannot make its
+# proof (a whole coded block must match the run's Merkle root), and that `dpor watch` (the
+# auditor, no secret) disputes what it serves, marks the epoch missed and slashes it.
+# Uses as_auditor and $auditor from the calling script.
+alive_pid() { kill -0 "$1" 2>/dev/null || fail "node $2 exited (see $work/$2.log)"; }
+catch_partial_blocks() {
+  local deal="$1" name="$2" pid="$3" epoch=0 col0 out q
+  in_force_of() { call "$market" "digestInForce(uint256,uint64)(uint64,bytes32,uint64)" "$deal" "$1" | head -n 1 | cut -d' ' -f1; }
+  window_of() { call "$market" "epochWindow(uint256,uint64)(uint256,uint256)" "$deal" "$1" | sed -n "${2}p" | cut -d' ' -f1; }
+  status_of() { num "$market" "epochStatus(uint256,uint64)(uint8)" "$deal" "$1"; }
+  while [ "$(in_force_of "$epoch")" = 0 ]; do
+    epoch=$(( epoch + 1 ))
+    [ "$epoch" -lt 50 ] || fail "no epoch of deal $deal has a digest in force"
+  done
+  col0="$(deal_field "$deal" 17)"
+  warp_to $(( $(window_of "$epoch" 1) + 2 * BEACON_PERIOD ))
+  relay
+  gave_up_of() { alive_pid "$pid" "$name"; grep -q "does not match the digest in force" "$work/$name.log"; }
+  wait_for "node $name to try its proof of epoch $epoch" 120 gave_up_of
+  info "epoch $epoch of deal $deal started (seed relayed): the node cannot build its proof, since a whole coded block must match the run's Merkle root:"
+  info "  node log: \"$(grep -m1 "does not match the digest in force" "$work/$name.log" | sed 's/\x1b\[[0-9;]*m//g; s/.*epochs: //; s/ deal=.*//')\""
+  watch() { as_auditor watch --deal "$deal" --once --watch-state "$work/watch-$deal.json" --retries 1 2>>"$work/watch.err"; }
+  out="$(watch)" || fail "dpor watch (pass 1): $out $(tail -n 3 "$work/watch.err")"
+  echo "$out" | sed 's/^/   /'
+  q="$(num "$market" "disputeCount()(uint256)")"
+  [ "$(dispute_field "$q" 3)" = 1 ] && [ "$(dispute_field "$q" 1 | tr 'A-F' 'a-f')" = "$(echo "$auditor" | tr 'A-F' 'a-f')" ] \
+    || fail "dpor watch opened no dispute on deal $deal: $out"
+  warp_to $(( $(window_of "$epoch" 2) > $(dispute_field "$q" 2) ? $(window_of "$epoch" 2) + 1 : $(dispute_field "$q" 2) + 1 ))
+  relay
+  [ "$(status_of "$epoch")" = 0 ] || fail "epoch $epoch of deal $deal was settled by someone ($(status_of "$epoch")): did the cheating node prove it?"
+  info "chain time warped past epoch $epoch's deadline and the dispute's: epoch unproven, dispute unanswered"
+  out="$(watch)" || fail "dpor watch (pass 2): $out $(tail -n 3 "$work/watch.err")"
+  echo "$out" | sed 's/^/   /'
+  [ "$(status_of "$epoch")" = 2 ] || fail "epoch $epoch of deal $deal is not Missed after dpor watch"
+  [ "$(dispute_field "$q" 3)" = 3 ] || fail "dispute $q is not Slashed after dpor watch"
+  info "epoch $epoch Missed and dispute $q Slashed: faults $(deal_field "$deal" 8), collateral $(tok "$col0") -> $(tok "$(deal_field "$deal" 17)") tokens"
+}
