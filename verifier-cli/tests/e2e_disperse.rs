@@ -139,3 +139,70 @@ fn kill_shard(w: &mut World, nodes: &mut [Proc], provider: dpor_chain::Address) 
         nodes[EXTRA.iter().position(|&a| a == account).expect("one of our nodes")].kill9();
     }
 }
+
+/// Repair restores full redundancy: 2-of-4 over five nodes (one spare). The provider of
+/// shard 0 is killed for good; `dpor repair` finds it unreachable, rebuilds shard 0 from
+/// two others (byte for byte the shard first uploaded: same rootU), places it with the
+/// spare under a new deal and points the on-chain manifest at it. Then two more of the
+/// original providers are killed (n − k again): the file still downloads, which without
+/// the repair (three of four shards gone) it could not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repair_moves_a_lost_shard_to_a_spare_provider_and_restores_full_redundancy() {
+    within(600, async {
+        let mut w = World::start().await;
+        let mut nodes = Vec::new();
+        for account in EXTRA {
+            nodes.push(extra_node(&w, account).await);
+        }
+        let file = pseudo_random(2 * 4096 * 9 + 77, 7);
+        std::fs::write(w.path("big.bin"), &file).unwrap();
+        let dir = w.path("file");
+        let (dir_s, file_s) = (dir.to_str().unwrap(), w.path("big.bin"));
+        let manifest = format!("{:?}", w.dev.manifest());
+        let terms = ["--lambda", "16", "--epochs", "10", "--mint"];
+        let mut args = vec!["put", file_s.to_str().unwrap(), "--providers", "4", "--data", "2", "--dir", dir_s, "--manifest", &manifest];
+        args.extend_from_slice(&terms);
+        let put = w.dpor(OWNER, &args).await.expect_ok("put 2-of-4");
+        let file_id = put["file_id"].as_u64().unwrap();
+        let owner = w.client(OWNER).await;
+        let reg = owner.manifest_registry(w.dev.manifest());
+        let before = reg.get_file(file_id).await.unwrap();
+
+        // Healthy: nothing to repair.
+        let mut args = vec!["repair", "--dir", dir_s];
+        args.extend_from_slice(&terms);
+        let r = w.dpor(OWNER, &args).await.expect_ok("repair with every node up");
+        assert!(r["repaired"].as_array().unwrap().is_empty(), "{r}");
+
+        // Shard 0's provider dies: a dry run names it, the repair moves it.
+        kill_shard(&mut w, &mut nodes, before.shards[0].provider);
+        let r = w.dpor(OWNER, &["repair", "--dir", dir_s, "--dry-run"]).await.expect_ok("repair --dry-run");
+        let flagged: Vec<u64> =
+            r["shards"].as_array().unwrap().iter().filter(|s| s["repair"] == true).map(|s| s["shard"].as_u64().unwrap()).collect();
+        assert_eq!(flagged, vec![0], "{r}");
+        let r = w.dpor(OWNER, &args).await.expect_ok("repair after a kill");
+        let rep = r["repaired"].as_array().unwrap();
+        assert_eq!(rep.len(), 1, "{r}");
+        assert_eq!(rep[0]["shard"], 0);
+        let new_deal = rep[0]["deal"].as_u64().unwrap();
+
+        // On chain: shard 0 is the new deal, with a provider that held no shard before;
+        // the deal is active and checkpointed.
+        let after = reg.get_file(file_id).await.unwrap();
+        assert_eq!(after.shards[0].deal_id, new_deal);
+        assert!(before.shards.iter().all(|s| s.provider != after.shards[0].provider), "a provider that held no shard");
+        assert_eq!(&after.shards[1..], &before.shards[1..], "the other shards are unchanged");
+        let d = owner.get_deal(new_deal).await.unwrap();
+        assert_eq!((d.state, d.digest_version), (dpor_chain::DealState::Active, 1));
+
+        // Two more original providers go: 2 of 4 shards left, one of them the repaired one.
+        kill_shard(&mut w, &mut nodes, before.shards[1].provider);
+        kill_shard(&mut w, &mut nodes, before.shards[2].provider);
+        let (r, out) = get(&w, "after_repair.bin").await;
+        let j = r.expect_ok("get after the repair with two more nodes down");
+        assert_eq!(std::fs::read(&out).unwrap(), file, "byte for byte");
+        let used: Vec<u64> = j["shards_used"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+        assert_eq!(used, vec![0, 3]);
+    })
+    .await;
+}

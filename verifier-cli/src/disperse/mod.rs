@@ -32,6 +32,8 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+pub mod repair;
+
 /// FileManifest's address on a fresh local anvil deployed by Deploy.s.sol (deployer nonce 2).
 pub const LOCAL_MANIFEST: &str = "0x9fE46736679d2D9a65F0992F2272dE9f3c7fa6e0";
 
@@ -55,24 +57,9 @@ pub enum DisperseCommand {
         /// The FileManifest registry (default: its address on a fresh local anvil).
         #[arg(long, env = "DPOR_MANIFEST", default_value = LOCAL_MANIFEST)]
         manifest: Address,
-        /// Only providers asking at most this price per block per epoch (token base units).
-        #[arg(long)]
-        max_price: Option<u128>,
-        /// Only providers locking at least this collateral per block (token base units).
-        #[arg(long)]
-        min_collateral: Option<u128>,
-        /// λ, audit samples per run, for every shard's deal.
-        #[arg(long, default_value_t = 128)]
-        lambda: u16,
-        /// K, whole coded blocks per epoch proof (1..8).
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=8))]
-        samples: u8,
-        /// Term in epochs of every deal.
-        #[arg(long, default_value_t = 100)]
-        epochs: u32,
-        /// Local chain only: mint each deal's escrow with the test token first.
-        #[arg(long)]
-        mint: bool,
+        /// The terms of every shard's deal.
+        #[command(flatten)]
+        terms: DealTerms,
     },
     /// Download a dispersed file from any k of its shards (all asked in parallel, every
     /// block verified, the first k complete shards decoded) into OUT.
@@ -83,6 +70,53 @@ pub enum DisperseCommand {
         #[arg(long, default_value = "dpor-file")]
         dir: PathBuf,
     },
+    /// Check every shard of a dispersed file and repair those that no longer protect it
+    /// (deal ended, faults counted, node unreachable past a grace period, or named with
+    /// --shard): each is rebuilt from k others and placed with a new provider under a new
+    /// deal, and the on-chain manifest follows. See `disperse::repair`.
+    Repair {
+        /// The file's directory (as given to `put`).
+        #[arg(long, default_value = "dpor-file")]
+        dir: PathBuf,
+        /// Repair this shard whatever its health (repeatable).
+        #[arg(long = "shard")]
+        shards: Vec<u16>,
+        /// Faults a shard's deal may count and still be healthy.
+        #[arg(long, default_value_t = 0)]
+        max_faults: u16,
+        /// Epochs (chain time) a node may stay unreachable before its shard is repaired.
+        #[arg(long, default_value_t = 0)]
+        unreachable_epochs: u64,
+        /// Only report each shard's health.
+        #[arg(long)]
+        dry_run: bool,
+        /// The terms of the new deals.
+        #[command(flatten)]
+        terms: DealTerms,
+    },
+}
+
+/// The terms of the deals `put` and `repair` open, one per shard.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DealTerms {
+    /// Only providers asking at most this price per block per epoch (token base units).
+    #[arg(long)]
+    pub max_price: Option<u128>,
+    /// Only providers locking at least this collateral per block (token base units).
+    #[arg(long)]
+    pub min_collateral: Option<u128>,
+    /// λ, audit samples per run, for every shard's deal.
+    #[arg(long, default_value_t = 128)]
+    pub lambda: u16,
+    /// K, whole coded blocks per epoch proof (1..8).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=8))]
+    pub samples: u8,
+    /// Term in epochs of every deal.
+    #[arg(long, default_value_t = 100)]
+    pub epochs: u32,
+    /// Local chain only: mint each deal's escrow with the test token first.
+    #[arg(long)]
+    pub mint: bool,
 }
 
 /// One shard in `file.json`.
@@ -152,38 +186,20 @@ impl FileDir {
 /// Runs a dispersal command.
 pub async fn run(ctx: &Ctx, cmd: DisperseCommand) -> anyhow::Result<Output> {
     match cmd {
-        DisperseCommand::Put {
-            file,
-            providers,
-            data,
-            dir,
-            manifest,
-            max_price,
-            min_collateral,
-            lambda,
-            samples,
-            epochs,
-            mint,
-        } => {
-            let opts = PutOptions { max_price, min_collateral, lambda, samples, epochs, mint };
-            put(ctx, &file, providers, data, &dir, manifest, &opts).await
+        DisperseCommand::Put { file, providers, data, dir, manifest, terms } => {
+            put(ctx, &file, providers, data, &dir, manifest, &terms).await
         }
         DisperseCommand::Get { out, dir } => get(ctx, &dir, &out).await,
+        DisperseCommand::Repair { dir, shards, max_faults, unreachable_epochs, dry_run, terms } => {
+            let opts = repair::RepairOptions { shards, max_faults, unreachable_epochs, dry_run, terms };
+            repair::repair(ctx, &dir, &opts).await
+        }
     }
 }
 
-/// Deal terms of `put`.
-struct PutOptions {
-    max_price: Option<u128>,
-    min_collateral: Option<u128>,
-    lambda: u16,
-    samples: u8,
-    epochs: u32,
-    mint: bool,
-}
 
 /// A [`Ctx`] whose owner state file is `state` (to run the single-deal commands on one shard).
-fn shard_ctx(ctx: &Ctx, state: PathBuf) -> Ctx {
+pub(crate) fn shard_ctx(ctx: &Ctx, state: PathBuf) -> Ctx {
     Ctx {
         market: ctx.market.clone(),
         key: ctx.key.clone(),
@@ -197,22 +213,33 @@ fn shard_ctx(ctx: &Ctx, state: PathBuf) -> Ctx {
 
 /// Picks `n` providers for shards of `blocks` blocks each: registered, with the stake,
 /// the free capacity, a price ≤ `max_price` and collateral ≥ `min_collateral`; never the
-/// owner itself, never two with one peer id. Cheapest first (ties by address).
-async fn pick_providers(
+/// owner itself, never one in `exclude` (the providers that already hold, or held, a
+/// shard of the file) nor one sharing a peer id with them, never two with one peer id.
+/// Cheapest first (ties by address).
+pub(crate) async fn pick_providers(
     market: &Market,
     n: usize,
     blocks: u64,
     max_price: Option<u128>,
     min_collateral: Option<u128>,
+    exclude: &[Address],
 ) -> anyhow::Result<Vec<(Address, u128)>> {
     let me = market.account();
     let min_stake = market.min_stake().await?;
     let mut ok = Vec::new();
     let mut refused = Vec::new();
+    let mut peers = Vec::new();
+    for a in exclude {
+        if let Ok(p) = market.get_provider(*a).await {
+            peers.push(p.peer_id);
+        }
+    }
     for a in market.registered_providers(0).await? {
         let p = market.get_provider(a).await?;
         let why = if Some(a) == me {
             Some("is the owner".to_string())
+        } else if exclude.contains(&a) {
+            Some("already holds a shard of this file".to_string())
         } else if !p.registered {
             Some("is no longer registered".to_string())
         } else if p.stake < min_stake {
@@ -233,10 +260,9 @@ async fn pick_providers(
     }
     ok.sort_by(|x, y| x.1.cmp(&y.1).then(x.0.cmp(&y.0)));
     let mut chosen: Vec<(Address, u128)> = Vec::new();
-    let mut peers = Vec::new();
     for (a, price, peer) in ok {
         if peers.contains(&peer) {
-            refused.push(format!("{a} shares a peer id with a provider already chosen"));
+            refused.push(format!("{a} shares a peer id with a provider already chosen or holding a shard"));
             continue;
         }
         peers.push(peer);
@@ -253,7 +279,7 @@ async fn pick_providers(
 }
 
 /// Waits up to a minute for the provider to accept `deal`.
-async fn wait_active(market: &Market, deal: u64) -> anyhow::Result<()> {
+pub(crate) async fn wait_active(market: &Market, deal: u64) -> anyhow::Result<()> {
     for _ in 0..240 {
         let d = market.get_deal(deal).await?;
         match d.state {
@@ -266,7 +292,7 @@ async fn wait_active(market: &Market, deal: u64) -> anyhow::Result<()> {
 }
 
 /// Dials `provider`'s node by its registered multiaddrs.
-async fn dial(market: &Market, provider: Address, timeout: Duration) -> anyhow::Result<NodeClient> {
+pub(crate) async fn dial(market: &Market, provider: Address, timeout: Duration) -> anyhow::Result<NodeClient> {
     let p = market.get_provider(provider).await?;
     let mut last = None;
     for addr in &p.multiaddrs {
@@ -288,7 +314,7 @@ async fn put(
     k: u16,
     dir: &Path,
     registry: Address,
-    opts: &PutOptions,
+    opts: &DealTerms,
 ) -> anyhow::Result<Output> {
     let key = ctx.key()?.clone();
     let started = Instant::now();
@@ -302,7 +328,7 @@ async fn put(
     let encode_secs = started.elapsed().as_secs_f64();
     let stripes = geometry.stripes(bytes.len() as u64)?;
     let num_blocks = stripes.next_power_of_two();
-    let chosen = pick_providers(&ctx.market, n as usize, num_blocks, opts.max_price, opts.min_collateral).await?;
+    let chosen = pick_providers(&ctx.market, n as usize, num_blocks, opts.max_price, opts.min_collateral, &[]).await?;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut record = FileDir {
         k,
@@ -421,14 +447,22 @@ async fn put(
     ))
 }
 
-async fn get(ctx: &Ctx, dir: &Path, out: &Path) -> anyhow::Result<Output> {
-    let started = Instant::now();
-    let record = FileDir::load(dir)?;
+/// Downloads shards of the file in `dir` from their providers in parallel, every block
+/// verified against its deal's rootU (the single-deal download), skipping the shards in
+/// `skip`, and stops as soon as k are complete. Returns the n slots (`Some(bytes)` for the
+/// k shards used) and the failures seen (one line each). Errors when fewer than k
+/// shards can be had.
+pub(crate) async fn fetch_shards(
+    ctx: &Ctx,
+    dir: &Path,
+    record: &FileDir,
+    skip: &[u16],
+) -> anyhow::Result<(Vec<Option<Vec<u8>>>, Vec<String>)> {
     let geometry = record.geometry()?;
     ensure!(record.shards.len() == record.n as usize, "{} lists {} of {} shards", dir.display(), record.shards.len(), record.n);
     let shard_bytes = geometry.shard_bytes(record.file_bytes)?;
     let mut tasks = tokio::task::JoinSet::new();
-    for s in &record.shards {
+    for s in record.shards.iter().filter(|s| !skip.contains(&s.index)) {
         let market = ctx.market.clone();
         let timeout = ctx.timeout;
         let path = dir.join(&s.state);
@@ -448,7 +482,7 @@ async fn get(ctx: &Ctx, dir: &Path, out: &Path) -> anyhow::Result<Output> {
     }
     let mut got: Vec<Option<Vec<u8>>> = vec![None; record.n as usize];
     let mut have = 0;
-    let mut failed: Vec<String> = Vec::new();
+    let mut failed: Vec<String> = skip.iter().map(|i| format!("shard {i}: not asked (being repaired)")).collect();
     while let Some(joined) = tasks.join_next().await {
         let (i, r) = match joined {
             Ok(x) => x,
@@ -485,6 +519,14 @@ async fn get(ctx: &Ctx, dir: &Path, out: &Path) -> anyhow::Result<Output> {
         record.k,
         failed.join("; ")
     );
+    Ok((got, failed))
+}
+
+async fn get(ctx: &Ctx, dir: &Path, out: &Path) -> anyhow::Result<Output> {
+    let started = Instant::now();
+    let record = FileDir::load(dir)?;
+    let geometry = record.geometry()?;
+    let (got, failed) = fetch_shards(ctx, dir, &record, &[]).await?;
     let used: Vec<u16> = (0..record.n).filter(|&i| got[i as usize].is_some()).collect();
     let decode_started = Instant::now();
     let mut coder = StripeCoder::new(geometry)?;

@@ -1,0 +1,345 @@
+//! `dpor repair` (issue 12, item 4): finds the shards of a dispersed file that no longer
+//! protect it, rebuilds each from any k others and places it with a new provider under a
+//! new deal, then points the on-chain FileManifest at the new deal.
+//!
+//! A shard needs repair when (checked in this order, from the chain and the network):
+//! 1. its deal is no longer `Active` (completed, terminated by faults, cancelled);
+//! 2. its deal counted more than `max_faults` faults (missed epochs, lost disputes):
+//!    the provider failed challenges, so its copy is not trusted to be whole;
+//! 3. its provider's node does not answer a status request for the deal, and has not
+//!    since a first failed probe at least `unreachable_epochs` epochs ago (chain time;
+//!    the first failure is remembered in `DIR/health.json`);
+//! or when the owner names it (`--shard I`).
+//!
+//! The repair of shard i: the file is fetched from k healthy shards (every block
+//! verified against its deal's rootU), split again with the same code (the k fetched
+//! shards must come out unchanged, a check of the decoding; the rebuilt shard i is then
+//! byte for byte the shard first uploaded; rootUs differ between deals, since each U
+//! leaf seals a checksum under that deal's own keys), a provider
+//! is chosen from the registry that holds no shard of the file and shares no peer id
+//! with one that does, a deal is opened with it, the shard is uploaded (verified as any
+//! upload) and checkpointed (digest v1 on chain), `FileManifest.replaceShard` records it,
+//! and `DIR/file.json` and `DIR/manifest.bin` follow. The old deal's state file is kept
+//! (`shard-<i>.json` of the old deal stays on disk under its name) for its refunds.
+//!
+//! Crash safety: the new deal's state file is `shard-<i>.next.json` until the manifest
+//! is updated; a repair that finds one continues with that deal (if it is still open or
+//! active) instead of opening another.
+
+use super::{dial, fetch_shards, pick_providers, shard_ctx, wait_active, DealTerms, FileDir, ShardFile};
+use crate::context::Ctx;
+use crate::node_client::OwnerAuth;
+use crate::output::Output;
+use crate::owner::commands::{self as owner_cmd, DealCommand, OwnerCommand};
+use crate::owner::flows;
+use crate::owner_state::{OwnerState, DEFAULT_BLOCK_CACHE_LEVELS, DEFAULT_CACHE_LEVELS};
+use alloy_primitives::Address;
+use anyhow::{ensure, Context};
+use dpor_chain::DealState;
+use dpor_disperse::{Manifest, ShardEntry, StripeCoder};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Instant;
+
+/// Options of `dpor repair` (and of `dpor watch --repair`).
+#[derive(Debug, Clone)]
+pub struct RepairOptions {
+    /// Shards to repair whatever their health (shard indices).
+    pub shards: Vec<u16>,
+    /// Faults a shard's deal may have counted and still be healthy (default 0).
+    pub max_faults: u16,
+    /// Epochs a provider may stay unreachable before its shard is repaired (0: at once).
+    pub unreachable_epochs: u64,
+    /// Only report the shards' health; repair nothing.
+    pub dry_run: bool,
+    /// The terms of the new deals.
+    pub terms: DealTerms,
+}
+
+/// Why a shard needs repair.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// It protects the file.
+    Healthy,
+    /// Its deal is in this state, not `Active`.
+    DealEnded(DealState),
+    /// Its deal counted this many faults.
+    Faulted(u16),
+    /// Its node did not answer (the error), since the given chain time; repair is due.
+    Unreachable(String),
+    /// Its node did not answer, but the grace period is not over.
+    UnreachableGrace(String),
+    /// The owner asked for it.
+    Asked,
+}
+
+impl Verdict {
+    fn needs_repair(&self) -> bool {
+        !matches!(self, Verdict::Healthy | Verdict::UnreachableGrace(_))
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Verdict::Healthy => "healthy".into(),
+            Verdict::DealEnded(s) => format!("deal {s:?}, no longer active"),
+            Verdict::Faulted(f) => format!("deal counted {f} fault(s)"),
+            Verdict::Unreachable(e) => format!("unreachable past the grace period ({e})"),
+            Verdict::UnreachableGrace(e) => format!("unreachable, within the grace period ({e})"),
+            Verdict::Asked => "repair asked for".into(),
+        }
+    }
+}
+
+/// `DIR/health.json`: since when (chain time, UNIX seconds) each shard's node has failed
+/// to answer, by shard index. Cleared for a shard when it answers or is repaired.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Health {
+    unreachable_since: BTreeMap<u16, u64>,
+}
+
+impl Health {
+    fn load(dir: &Path) -> anyhow::Result<Self> {
+        let p = dir.join("health.json");
+        match std::fs::read_to_string(&p) {
+            Ok(t) => serde_json::from_str(&t).with_context(|| format!("{} is corrupt", p.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(e) => Err(e).with_context(|| format!("cannot read {}", p.display())),
+        }
+    }
+
+    fn save(&self, dir: &Path) -> anyhow::Result<()> {
+        let p = dir.join("health.json");
+        std::fs::write(&p, serde_json::to_string_pretty(self)?).with_context(|| format!("cannot write {}", p.display()))
+    }
+}
+
+/// The health of shard `s` (see the module docs), updating `health`.
+async fn check(ctx: &Ctx, s: &ShardFile, opts: &RepairOptions, health: &mut Health, now: u64, epoch_seconds: u64) -> anyhow::Result<Verdict> {
+    if opts.shards.contains(&s.index) {
+        return Ok(Verdict::Asked);
+    }
+    let deal = ctx.market.get_deal(s.deal).await.with_context(|| format!("reading deal {} of shard {}", s.deal, s.index))?;
+    if deal.state != DealState::Active {
+        return Ok(Verdict::DealEnded(deal.state));
+    }
+    if deal.failures > opts.max_faults {
+        return Ok(Verdict::Faulted(deal.failures));
+    }
+    let probe: anyhow::Result<()> = async {
+        let node = dial(&ctx.market, s.provider, ctx.timeout).await?;
+        node.status(s.deal).await?;
+        Ok(())
+    }
+    .await;
+    match probe {
+        Ok(()) => {
+            health.unreachable_since.remove(&s.index);
+            Ok(Verdict::Healthy)
+        }
+        Err(e) => {
+            let since = *health.unreachable_since.entry(s.index).or_insert(now);
+            let why = format!("{e:#}");
+            if now.saturating_sub(since) >= opts.unreachable_epochs.saturating_mul(epoch_seconds) {
+                Ok(Verdict::Unreachable(why))
+            } else {
+                Ok(Verdict::UnreachableGrace(why))
+            }
+        }
+    }
+}
+
+/// `dpor repair --dir DIR`: checks every shard and repairs those that need it.
+pub async fn repair(ctx: &Ctx, dir: &Path, opts: &RepairOptions) -> anyhow::Result<Output> {
+    let started = Instant::now();
+    let mut record = FileDir::load(dir)?;
+    let file_id = record.file_id.context("the file was never recorded in the FileManifest (an unfinished `put`?)")?;
+    for i in &opts.shards {
+        ensure!(*i < record.n, "--shard {i}: the file has shards 0..{}", record.n);
+    }
+    let mut health = Health::load(dir)?;
+    let now = ctx.market.latest_timestamp().await?;
+    let epoch_seconds = ctx.market.epoch_seconds().await?;
+    let mut verdicts = Vec::new();
+    for s in &record.shards {
+        verdicts.push(check(ctx, s, opts, &mut health, now, epoch_seconds).await?);
+    }
+    health.save(dir)?;
+    let bad: Vec<u16> = record.shards.iter().zip(&verdicts).filter(|(_, v)| v.needs_repair()).map(|(s, _)| s.index).collect();
+    let mut lines: Vec<String> = record
+        .shards
+        .iter()
+        .zip(&verdicts)
+        .map(|(s, v)| format!("shard {} (deal {}, provider {}): {}", s.index, s.deal, s.provider, v.describe()))
+        .collect();
+    let health_json: Vec<_> = record
+        .shards
+        .iter()
+        .zip(&verdicts)
+        .map(|(s, v)| json!({"shard": s.index, "deal": s.deal, "provider": s.provider, "verdict": v.describe(), "repair": v.needs_repair()}))
+        .collect();
+    if bad.is_empty() || opts.dry_run {
+        lines.push(if bad.is_empty() { "nothing to repair".into() } else { format!("would repair shards {bad:?} (--dry-run)") });
+        return Ok(Output::new(lines.join("\n"), json!({"file_id": file_id, "shards": health_json, "repaired": [], "seconds": started.elapsed().as_secs_f64()})));
+    }
+    ensure!(
+        bad.len() <= (record.n - record.k) as usize,
+        "{} shards need repair but a {}-of-{} file can rebuild at most {} at once from the others: {}",
+        bad.len(),
+        record.k,
+        record.n,
+        record.n - record.k,
+        lines.join("; ")
+    );
+
+    // The file from k healthy shards, then every shard again with the same code.
+    let fetch_started = Instant::now();
+    let (got, _) = fetch_shards(ctx, dir, &record, &bad).await.context("rebuilding from the healthy shards")?;
+    let geometry = record.geometry()?;
+    let mut coder = StripeCoder::new(geometry)?;
+    let refs: Vec<Option<&[u8]>> = got.iter().map(|g| g.as_deref()).collect();
+    let data = coder.join_file(record.file_bytes, &refs)?;
+    let rebuilt = coder.split_file(&data)?;
+    // The code re-applied to the decoded file must give back every shard fetched (each
+    // verified against its own deal's rootU): a check of the decoding itself.
+    for (j, g) in got.iter().enumerate() {
+        if let Some(g) = g {
+            ensure!(rebuilt.get(j).map(|r| &r[..]) == Some(&g[..]), "shard {j} re-encoded differs from the verified shard fetched: the decoding is wrong");
+        }
+    }
+    let rebuild_secs = fetch_started.elapsed().as_secs_f64();
+
+    let mut repaired = Vec::new();
+    for i in bad {
+        let upload_started = Instant::now();
+        let holders: Vec<Address> = record.shards.iter().map(|s| s.provider).collect();
+        let shard = rebuilt.get(i as usize).context("the code made fewer shards than the file has")?;
+        let (deal, provider, state_name) = place(ctx, dir, &record, i, shard, &holders, opts).await?;
+        let reg = ctx.market.manifest_registry(record.registry);
+        reg.replace_shard(file_id, i, deal)
+            .await
+            .with_context(|| format!("recording deal {deal} as shard {i} of file {file_id} in the FileManifest"))?;
+        let old = record.shards[i as usize].clone();
+        let final_name = format!("shard-{i}.d{deal}.json");
+        rename_state(dir, &state_name, &final_name)?;
+        record.shards[i as usize] = ShardFile { index: i, deal, provider, state: final_name };
+        record.save(dir)?;
+        health.unreachable_since.remove(&i);
+        health.save(dir)?;
+        let secs = upload_started.elapsed().as_secs_f64();
+        lines.push(format!(
+            "shard {i}: rebuilt from {} others and placed with {provider} under deal {deal} (was deal {} with {}); {:.2} s",
+            record.k, old.deal, old.provider, secs
+        ));
+        repaired.push(json!({"shard": i, "deal": deal, "provider": provider, "old_deal": old.deal, "old_provider": old.provider, "seconds": secs}));
+    }
+    write_manifest(dir, &record)?;
+    let secs = started.elapsed().as_secs_f64();
+    lines.push(format!("file {file_id}: {} shard(s) repaired in {secs:.2} s (fetch and rebuild {rebuild_secs:.2} s); the manifest on chain follows", repaired.len()));
+    Ok(Output::new(
+        lines.join("\n"),
+        json!({"file_id": file_id, "shards": health_json, "repaired": repaired, "rebuild_seconds": rebuild_secs, "seconds": secs, "file_bytes": record.file_bytes}),
+    ))
+}
+
+/// Places shard `i` (its bytes `shard`) with a new provider: a deal opened (or the one
+/// an interrupted repair left in `shard-<i>.next.json`), the shard uploaded and
+/// checkpointed. Returns (deal, provider, state file name).
+async fn place(
+    ctx: &Ctx,
+    dir: &Path,
+    record: &FileDir,
+    i: u16,
+    shard: &[u8],
+    holders: &[Address],
+    opts: &RepairOptions,
+) -> anyhow::Result<(u64, Address, String)> {
+    let name = format!("shard-{i}.next.json");
+    let path = dir.join(&name);
+    let old = OwnerState::load(&dir.join(&record.shards[i as usize].state)).ok();
+    let num_blocks = old.as_ref().map(|o| o.num_blocks).filter(|n| *n > 0);
+    let num_blocks = match num_blocks {
+        Some(n) => n,
+        None => record.geometry()?.stripes(record.file_bytes)?.next_power_of_two(),
+    };
+    let resumed = match OwnerState::load(&path) {
+        Ok(s) => {
+            let d = ctx.market.get_deal(s.deal).await?;
+            if matches!(d.state, DealState::Open | DealState::Active) {
+                Some(s)
+            } else {
+                std::fs::remove_file(&path).ok();
+                None
+            }
+        }
+        Err(_) => None,
+    };
+    let mut state = match resumed {
+        Some(s) => s,
+        None => {
+            let chosen = pick_providers(&ctx.market, 1, num_blocks, opts.terms.max_price, opts.terms.min_collateral, holders)
+                .await
+                .with_context(|| format!("choosing a new provider for shard {i}"))?;
+            let (provider, price) = chosen[0];
+            owner_cmd::run(
+                &shard_ctx(ctx, path.clone()),
+                OwnerCommand::Deal(DealCommand::Open {
+                    provider,
+                    file: None,
+                    blocks: Some(num_blocks),
+                    block_bytes: record.block_bytes,
+                    lambda: opts.terms.lambda,
+                    samples: opts.terms.samples,
+                    epochs: opts.terms.epochs,
+                    price: Some(price),
+                    min_collateral: None,
+                    mint: opts.terms.mint,
+                    cache_levels: DEFAULT_CACHE_LEVELS,
+                    block_cache_levels: DEFAULT_BLOCK_CACHE_LEVELS,
+                    force: false,
+                }),
+            )
+            .await
+            .with_context(|| format!("opening a deal for shard {i} with {provider}"))?;
+            OwnerState::load(&path)?
+        }
+    };
+    if !state.uploaded {
+        wait_active(&ctx.market, state.deal).await?;
+        let node = dial(&ctx.market, state.provider, ctx.timeout).await?;
+        let key = ctx.key()?.clone();
+        let auth = OwnerAuth { key: &key, chain_id: state.chain_id, market: state.market, deal: state.deal };
+        let result = flows::upload(&node, &auth, &mut state, shard, None).await;
+        state.save(&path)?;
+        result.with_context(|| format!("uploading shard {i} to deal {}", state.deal))?;
+    }
+    if state.digest_version == 0 {
+        owner_cmd::run(&shard_ctx(ctx, path.clone()), OwnerCommand::Checkpoint)
+            .await
+            .with_context(|| format!("checkpointing shard {i} (deal {})", state.deal))?;
+    }
+    Ok((state.deal, state.provider, name))
+}
+
+/// Renames a shard's state file and its sidecars (`.sigma`, `.recent`).
+fn rename_state(dir: &Path, from: &str, to: &str) -> anyhow::Result<()> {
+    for ext in ["", ".sigma", ".recent"] {
+        let a = dir.join(format!("{from}{ext}"));
+        if a.exists() {
+            std::fs::rename(&a, dir.join(format!("{to}{ext}"))).with_context(|| format!("cannot rename {}", a.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Rewrites `DIR/manifest.bin` from the shard states (deals and digest versions).
+fn write_manifest(dir: &Path, record: &FileDir) -> anyhow::Result<()> {
+    let mut entries = Vec::new();
+    for s in &record.shards {
+        let state = OwnerState::load(&dir.join(&s.state))?;
+        entries.push(ShardEntry { deal_id: s.deal, digest_version: state.digest_version });
+    }
+    let manifest = Manifest::new(record.file_bytes, record.geometry()?, entries)?;
+    std::fs::write(dir.join("manifest.bin"), manifest.to_bytes()).context("writing manifest.bin")
+}
