@@ -143,6 +143,19 @@ pub enum AuditorCommand {
         /// One pass, then exit.
         #[arg(long)]
         once: bool,
+        /// Also keep this dispersed file whole (its directory, as given to `dpor put`;
+        /// repeatable): each pass runs `dpor repair` on it (issue 12). Needs the owner's key.
+        #[arg(long = "repair")]
+        repair: Vec<std::path::PathBuf>,
+        /// With --repair: epochs a provider may stay unreachable before its shard moves.
+        #[arg(long, default_value_t = 1)]
+        unreachable_epochs: u64,
+        /// With --repair: faults a shard's deal may count before its shard moves.
+        #[arg(long, default_value_t = 0)]
+        max_faults: u16,
+        /// With --repair: the terms of the new deals.
+        #[command(flatten)]
+        terms: crate::disperse::DealTerms,
     },
 }
 
@@ -181,8 +194,8 @@ pub async fn run(ctx: &Ctx, cmd: AuditorCommand) -> anyhow::Result<Output> {
         AuditorCommand::Slash { dispute } => slash::run(ctx, dispute).await,
         AuditorCommand::MarkMissed { deal, epoch } => mark_missed::run(ctx, deal, epoch).await,
         AuditorCommand::Withdraw => withdraw::run(ctx).await,
-        AuditorCommand::Watch { deals, all, watch_state, interval, retries, once } => {
-            anyhow::ensure!(all || !deals.is_empty(), "give --deal ID (repeatable) or --all");
+        AuditorCommand::Watch { deals, all, watch_state, interval, retries, once, repair, unreachable_epochs, max_faults, terms } => {
+            anyhow::ensure!(all || !deals.is_empty() || !repair.is_empty(), "give --deal ID (repeatable), --all or --repair DIR");
             let args = watch::WatchArgs {
                 deals,
                 all,
@@ -190,6 +203,8 @@ pub async fn run(ctx: &Ctx, cmd: AuditorCommand) -> anyhow::Result<Output> {
                 interval: std::time::Duration::from_secs(interval.max(1)),
                 retries,
                 once,
+                repair,
+                repair_options: crate::disperse::repair::RepairOptions { shards: Vec::new(), max_faults, unreachable_epochs, dry_run: false, terms },
             };
             watch::run(ctx, args).await
         }

@@ -108,6 +108,10 @@ pub struct WatchArgs {
     pub retries: u32,
     /// One pass, then exit.
     pub once: bool,
+    /// Dispersed files (their directories) to repair on each pass (issue 12).
+    pub repair: Vec<PathBuf>,
+    /// How `repair` judges and replaces shards.
+    pub repair_options: crate::disperse::repair::RepairOptions,
 }
 
 /// One log line about `deal` (0: about the account, e.g. a withdrawal; the JSON line
@@ -145,6 +149,18 @@ pub async fn run(ctx: &Ctx, args: WatchArgs) -> Result<Output> {
             match pass_deal(ctx, &args, &params, &mut state, me, id).await {
                 Ok(n) => actions += n,
                 Err(e) => log(ctx, "error", id, format!("{e:#} (retrying next pass)"), json!({"error": format!("{e:#}")})),
+            }
+        }
+        for dir in &args.repair {
+            match crate::disperse::repair::repair(ctx, dir, &args.repair_options).await {
+                Ok(out) => {
+                    let n = out.json["repaired"].as_array().map_or(0, |r| r.len());
+                    actions += n as u64;
+                    if n > 0 {
+                        log(ctx, "repair", 0, format!("{}: {}", dir.display(), out.human), out.json);
+                    }
+                }
+                Err(e) => log(ctx, "error", 0, format!("repair of {}: {e:#} (retrying next pass)", dir.display()), json!({"error": format!("{e:#}"), "dir": dir})),
             }
         }
         match ctx.market.owed(me).await {

@@ -9,7 +9,8 @@
 //! 3. its provider's node does not answer a status request for the deal, and has not
 //!    since a first failed probe at least `unreachable_epochs` epochs ago (chain time;
 //!    the first failure is remembered in `DIR/health.json`);
-//! or when the owner names it (`--shard I`).
+//!
+//! A shard is also repaired when the owner names it (`--shard I`).
 //!
 //! The repair of shard i: the file is fetched from k healthy shards (every block
 //! verified against its deal's rootU), split again with the same code (the k fetched
@@ -211,11 +212,13 @@ pub async fn repair(ctx: &Ctx, dir: &Path, opts: &RepairOptions) -> anyhow::Resu
     let rebuild_secs = fetch_started.elapsed().as_secs_f64();
 
     let mut repaired = Vec::new();
+    // Every provider that holds or held a shard of the file (the failed ones too), and
+    // each new one as it is chosen: never two shards with one provider.
+    let mut holders: Vec<Address> = record.shards.iter().map(|s| s.provider).collect();
     for i in bad {
         let upload_started = Instant::now();
-        let holders: Vec<Address> = record.shards.iter().map(|s| s.provider).collect();
         let shard = rebuilt.get(i as usize).context("the code made fewer shards than the file has")?;
-        let (deal, provider, state_name) = place(ctx, dir, &record, i, shard, &holders, opts).await?;
+        let (deal, provider, state_name) = place(ctx, dir, &record, i, shard, &mut holders, opts).await?;
         let reg = ctx.market.manifest_registry(record.registry);
         reg.replace_shard(file_id, i, deal)
             .await
@@ -245,14 +248,17 @@ pub async fn repair(ctx: &Ctx, dir: &Path, opts: &RepairOptions) -> anyhow::Resu
 
 /// Places shard `i` (its bytes `shard`) with a new provider: a deal opened (or the one
 /// an interrupted repair left in `shard-<i>.next.json`), the shard uploaded and
-/// checkpointed. Returns (deal, provider, state file name).
+/// checkpointed. Returns (deal, provider, state file name). A candidate whose node does
+/// not answer is skipped; a deal its provider does not accept within a minute is
+/// cancelled (the escrow comes back) and the next candidate tried, up to 3 attempts.
+/// Every provider tried is added to `holders`.
 async fn place(
     ctx: &Ctx,
     dir: &Path,
     record: &FileDir,
     i: u16,
     shard: &[u8],
-    holders: &[Address],
+    holders: &mut Vec<Address>,
     opts: &RepairOptions,
 ) -> anyhow::Result<(u64, Address, String)> {
     let name = format!("shard-{i}.next.json");
@@ -263,63 +269,87 @@ async fn place(
         Some(n) => n,
         None => record.geometry()?.stripes(record.file_bytes)?.next_power_of_two(),
     };
-    let resumed = match OwnerState::load(&path) {
-        Ok(s) => {
-            let d = ctx.market.get_deal(s.deal).await?;
-            if matches!(d.state, DealState::Open | DealState::Active) {
-                Some(s)
-            } else {
+    let mut tried = Vec::new();
+    for _attempt in 0..3 {
+        let mut state = match OwnerState::load(&path) {
+            Ok(s) if matches!(ctx.market.get_deal(s.deal).await?.state, DealState::Open | DealState::Active) => s,
+            _ => {
                 std::fs::remove_file(&path).ok();
-                None
+                open_deal(ctx, record, i, &path, num_blocks, holders, opts).await?
             }
+        };
+        if !holders.contains(&state.provider) {
+            holders.push(state.provider);
         }
-        Err(_) => None,
-    };
-    let mut state = match resumed {
-        Some(s) => s,
-        None => {
-            let chosen = pick_providers(&ctx.market, 1, num_blocks, opts.terms.max_price, opts.terms.min_collateral, holders)
+        if !state.uploaded {
+            if let Err(e) = wait_active(&ctx.market, state.deal).await {
+                // Not accepted: take the escrow back and try another provider.
+                if ctx.market.get_deal(state.deal).await?.state == DealState::Open {
+                    ctx.market.cancel_deal(state.deal).await.with_context(|| format!("cancelling deal {}", state.deal))?;
+                }
+                tried.push(format!("deal {} with {}: {e:#}", state.deal, state.provider));
+                std::fs::remove_file(&path).ok();
+                continue;
+            }
+            let node = dial(&ctx.market, state.provider, ctx.timeout).await?;
+            let key = ctx.key()?.clone();
+            let auth = OwnerAuth { key: &key, chain_id: state.chain_id, market: state.market, deal: state.deal };
+            let result = flows::upload(&node, &auth, &mut state, shard, None).await;
+            state.save(&path)?;
+            result.with_context(|| format!("uploading shard {i} to deal {}", state.deal))?;
+        }
+        if state.digest_version == 0 {
+            owner_cmd::run(&shard_ctx(ctx, path.clone()), OwnerCommand::Checkpoint)
                 .await
-                .with_context(|| format!("choosing a new provider for shard {i}"))?;
-            let (provider, price) = chosen[0];
-            owner_cmd::run(
-                &shard_ctx(ctx, path.clone()),
-                OwnerCommand::Deal(DealCommand::Open {
-                    provider,
-                    file: None,
-                    blocks: Some(num_blocks),
-                    block_bytes: record.block_bytes,
-                    lambda: opts.terms.lambda,
-                    samples: opts.terms.samples,
-                    epochs: opts.terms.epochs,
-                    price: Some(price),
-                    min_collateral: None,
-                    mint: opts.terms.mint,
-                    cache_levels: DEFAULT_CACHE_LEVELS,
-                    block_cache_levels: DEFAULT_BLOCK_CACHE_LEVELS,
-                    force: false,
-                }),
-            )
-            .await
-            .with_context(|| format!("opening a deal for shard {i} with {provider}"))?;
-            OwnerState::load(&path)?
+                .with_context(|| format!("checkpointing shard {i} (deal {})", state.deal))?;
         }
-    };
-    if !state.uploaded {
-        wait_active(&ctx.market, state.deal).await?;
-        let node = dial(&ctx.market, state.provider, ctx.timeout).await?;
-        let key = ctx.key()?.clone();
-        let auth = OwnerAuth { key: &key, chain_id: state.chain_id, market: state.market, deal: state.deal };
-        let result = flows::upload(&node, &auth, &mut state, shard, None).await;
-        state.save(&path)?;
-        result.with_context(|| format!("uploading shard {i} to deal {}", state.deal))?;
+        return Ok((state.deal, state.provider, name));
     }
-    if state.digest_version == 0 {
-        owner_cmd::run(&shard_ctx(ctx, path.clone()), OwnerCommand::Checkpoint)
+    anyhow::bail!("no provider accepted shard {i} in 3 attempts: {}", tried.join("; "))
+}
+
+/// Opens a deal for shard `i` with the cheapest registered provider not in `holders`
+/// whose node answers; its owner state is written at `path`.
+async fn open_deal(
+    ctx: &Ctx,
+    record: &FileDir,
+    i: u16,
+    path: &Path,
+    num_blocks: u64,
+    holders: &mut Vec<Address>,
+    opts: &RepairOptions,
+) -> anyhow::Result<OwnerState> {
+    loop {
+        let chosen = pick_providers(&ctx.market, 1, num_blocks, opts.terms.max_price, opts.terms.min_collateral, holders)
             .await
-            .with_context(|| format!("checkpointing shard {i} (deal {})", state.deal))?;
+            .with_context(|| format!("choosing a new provider for shard {i}"))?;
+        let (provider, price) = chosen[0];
+        holders.push(provider);
+        if dial(&ctx.market, provider, ctx.timeout).await.is_err() {
+            continue; // its node does not answer: not a home for the shard
+        }
+        owner_cmd::run(
+            &shard_ctx(ctx, path.to_path_buf()),
+            OwnerCommand::Deal(DealCommand::Open {
+                provider,
+                file: None,
+                blocks: Some(num_blocks),
+                block_bytes: record.block_bytes,
+                lambda: opts.terms.lambda,
+                samples: opts.terms.samples,
+                epochs: opts.terms.epochs,
+                price: Some(price),
+                min_collateral: None,
+                mint: opts.terms.mint,
+                cache_levels: DEFAULT_CACHE_LEVELS,
+                block_cache_levels: DEFAULT_BLOCK_CACHE_LEVELS,
+                force: false,
+            }),
+        )
+        .await
+        .with_context(|| format!("opening a deal for shard {i} with {provider}"))?;
+        return OwnerState::load(path);
     }
-    Ok((state.deal, state.provider, name))
 }
 
 /// Renames a shard's state file and its sidecars (`.sigma`, `.recent`).
