@@ -96,13 +96,10 @@ pub(crate) fn write_run_files(dir: &Path, run: RunId, format: &BlockFormat, bloc
     if size == 0 || !size.is_power_of_two() || !blocks.len().is_multiple_of(width) {
         return Err(StoreError::Corrupt(format!("run {run} has {} elements", blocks.len())));
     }
-    let mut bytes = Vec::with_capacity(size * format.coded_block_bytes());
-    let mut leaves = Vec::with_capacity(size);
-    for (p, block) in blocks.chunks_exact(width).enumerate() {
-        let b = format.coded_to_bytes(block)?;
-        leaves.push(merkle::run_leaf(p as u64, &merkle::block_root(&b)));
-        bytes.extend_from_slice(&b);
-    }
+    let coded = blocks.chunks_exact(width).map(|block| format.coded_to_bytes(block)).collect::<std::result::Result<Vec<_>, _>>()?;
+    // The chunk trees of the blocks, on every core (rayon, in dpor-core).
+    let leaves: Vec<B256> = merkle::block_roots(&coded).iter().enumerate().map(|(p, r)| merkle::run_leaf(p as u64, r)).collect();
+    let bytes = coded.concat();
     let mut tree = Vec::with_capacity(tree_bytes(size as u64) as usize);
     let mut layer = leaves;
     loop {

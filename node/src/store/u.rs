@@ -91,12 +91,9 @@ impl UFiles {
     /// Writes blocks `start..` with their σ̃ and block roots, then fsyncs. The caller
     /// checked the shapes (β bytes each, equal lengths, in range).
     pub(crate) fn write_range(&self, start: u64, blocks: &[Vec<u8>], sealed: &[[u8; 32]]) -> Result<()> {
-        let mut data = Vec::with_capacity(blocks.len() * self.block_bytes as usize);
-        let mut roots = Vec::with_capacity(blocks.len() * 32);
-        for b in blocks {
-            data.extend_from_slice(b);
-            roots.extend_from_slice(merkle::block_root(b).as_slice());
-        }
+        let data = blocks.concat();
+        // The chunk trees of the blocks, on every core (rayon, in dpor-core).
+        let roots: Vec<u8> = merkle::block_roots(blocks).iter().flat_map(|r| r.0).collect();
         let seal: Vec<u8> = sealed.iter().flatten().copied().collect();
         let writes = [
             (&self.blocks, start.saturating_mul(self.block_bytes), &data),

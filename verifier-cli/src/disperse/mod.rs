@@ -61,8 +61,8 @@ pub enum DisperseCommand {
         #[command(flatten)]
         terms: DealTerms,
     },
-    /// Download a dispersed file from any k of its shards (all asked in parallel, every
-    /// block verified, the first k complete shards decoded) into OUT.
+    /// Download a dispersed file from any k of its shards (k asked in parallel, data
+    /// shards first, another for each that fails or is slow; every block verified) into OUT.
     Get {
         /// Output file.
         out: PathBuf,
@@ -447,11 +447,14 @@ async fn put(
     ))
 }
 
-/// Downloads shards of the file in `dir` from their providers in parallel, every block
-/// verified against its deal's rootU (the single-deal download), skipping the shards in
-/// `skip`, and stops as soon as k are complete. Returns the n slots (`Some(bytes)` for the
-/// k shards used) and the failures seen (one line each). Errors when fewer than k
-/// shards can be had.
+/// Downloads shards of the file in `dir` from their providers, every block verified
+/// against its deal's rootU (the single-deal download), skipping the shards in `skip`,
+/// until k are complete. It asks k shards at once, the data shards first (no decoding
+/// when they all answer), and one more for each shard that fails, or, hedging against a
+/// slow provider, whenever `ctx.timeout` passes without a shard completing: a slow or
+/// lying provider costs time, never correctness, and a healthy file costs k shards'
+/// work, not n. Returns the n slots (`Some(bytes)` for the k shards used) and the
+/// failures seen (one line each). Errors when fewer than k shards can be had.
 pub(crate) async fn fetch_shards(
     ctx: &Ctx,
     dir: &Path,
@@ -461,12 +464,13 @@ pub(crate) async fn fetch_shards(
     let geometry = record.geometry()?;
     ensure!(record.shards.len() == record.n as usize, "{} lists {} of {} shards", dir.display(), record.shards.len(), record.n);
     let shard_bytes = geometry.shard_bytes(record.file_bytes)?;
+    // Shards in the order they are asked: data shards (0..k) first, then parity.
+    let mut queue: std::collections::VecDeque<ShardFile> = record.shards.iter().filter(|s| !skip.contains(&s.index)).cloned().collect();
     let mut tasks = tokio::task::JoinSet::new();
-    for s in record.shards.iter().filter(|s| !skip.contains(&s.index)) {
+    let spawn = |tasks: &mut tokio::task::JoinSet<(u16, anyhow::Result<Vec<u8>>)>, s: ShardFile| {
         let market = ctx.market.clone();
         let timeout = ctx.timeout;
         let path = dir.join(&s.state);
-        let s = s.clone();
         tasks.spawn(async move {
             let r: anyhow::Result<Vec<u8>> = async {
                 let state = OwnerState::load(&path)?;
@@ -479,15 +483,34 @@ pub(crate) async fn fetch_shards(
             .await;
             (s.index, r.with_context(|| format!("shard {} (deal {}, provider {})", s.index, s.deal, s.provider)))
         });
+    };
+    for _ in 0..record.k {
+        if let Some(s) = queue.pop_front() {
+            spawn(&mut tasks, s);
+        }
     }
     let mut got: Vec<Option<Vec<u8>>> = vec![None; record.n as usize];
     let mut have = 0;
     let mut failed: Vec<String> = skip.iter().map(|i| format!("shard {i}: not asked (being repaired)")).collect();
-    while let Some(joined) = tasks.join_next().await {
+    loop {
+        let joined = match tokio::time::timeout(ctx.timeout, tasks.join_next()).await {
+            Ok(Some(j)) => j,
+            Ok(None) => break, // nothing left to ask
+            Err(_) => {
+                // No shard completed within the timeout: ask one more (hedge).
+                if let Some(s) = queue.pop_front() {
+                    spawn(&mut tasks, s);
+                }
+                continue;
+            }
+        };
         let (i, r) = match joined {
             Ok(x) => x,
             Err(e) => {
                 failed.push(format!("a download task failed: {e}"));
+                if let Some(s) = queue.pop_front() {
+                    spawn(&mut tasks, s);
+                }
                 continue;
             }
         };
@@ -498,12 +521,16 @@ pub(crate) async fn fetch_shards(
                 if have == record.k as usize {
                     break;
                 }
+                continue;
             }
             Ok(bytes) => failed.push(format!("shard {i}: {} bytes, a shard is {shard_bytes}", bytes.len())),
             Err(e) => failed.push(format!("{e:#}")),
         }
         if failed.len() > (record.n - record.k) as usize {
             break;
+        }
+        if let Some(s) = queue.pop_front() {
+            spawn(&mut tasks, s);
         }
     }
     // The slower shards are not needed: stop them.

@@ -104,8 +104,9 @@ pub async fn write_batch(
     for (&i, (root, sealed, path)) in distinct.iter().zip(old) {
         checked_old.push((i, merkle::u_leaf(i, &root, &sealed.0), path));
     }
+    let roots = merkle::block_roots(&blocks.iter().map(|(_, block, _, _)| block.as_slice()).collect::<Vec<_>>());
     let new_leaves: Vec<(u64, B256)> =
-        blocks.iter().map(|(index, block, _, sealed)| (*index, merkle::u_leaf(*index, &merkle::block_root(block), sealed))).collect();
+        blocks.iter().zip(&roots).map(|((index, _, _, sealed), root)| (*index, merkle::u_leaf(*index, root, sealed))).collect();
     let new_root_u = new_root_from_paths(&state.root_u, k, &checked_old, &new_leaves)
         .context("the node's U paths for the old blocks do not match the owner's rootU")?;
 
