@@ -96,6 +96,10 @@ pub enum Pending {
         new_root_u: B256,
         /// The runs the batch must build that the new state holds (C first, then levels ascending).
         runs: Vec<WireRun>,
+        /// The file's length in bytes once the batch is committed, when the batch
+        /// changes it (a byte-range write past the end, a sync: `owner::edit`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        file_bytes: Option<u64>,
         /// As for [`Pending::Write`].
         #[serde(default, skip_serializing_if = "Option::is_none")]
         rejected: Option<String>,
@@ -209,7 +213,60 @@ pub struct OwnerState {
     pub stashed: Vec<(WireRun, Vec<u64>)>,
 }
 
+/// What identifies a deal and fixes its code, for [`OwnerState::new`].
+#[derive(Debug, Clone, Copy)]
+pub struct DealParams {
+    /// The deal id on chain.
+    pub deal: u64,
+    /// Chain id.
+    pub chain_id: u64,
+    /// Market contract.
+    pub market: Address,
+    /// The provider account.
+    pub provider: Address,
+    /// N, blocks.
+    pub num_blocks: u64,
+    /// β, bytes per block.
+    pub block_bytes: u32,
+    /// λ, samples per run.
+    pub lambda: u32,
+}
+
 impl OwnerState {
+    /// A fresh state for a deal before its upload: nothing uploaded, nonce 0, the
+    /// checksum keys from `seed` (secret), the owner's caches of `cache_levels` levels
+    /// of checksums and `block_cache_levels` levels of blocks (App. A.1); kept in memory
+    /// until [`OwnerState::save`].
+    pub fn new(params: DealParams, seed: B256, cache_levels: u32, block_cache_levels: u32) -> Self {
+        let DealParams { deal, chain_id, market, provider, num_blocks, block_bytes, lambda } = params;
+        Self {
+            deal,
+            chain_id,
+            market,
+            provider,
+            seed,
+            num_blocks,
+            block_bytes,
+            lambda,
+            file_bytes: 0,
+            nonce: 0,
+            uploaded: false,
+            write_count: 0,
+            rebuild_count: 0,
+            root_u: B256::ZERO,
+            c: None,
+            levels: Vec::new(),
+            digest_version: 0,
+            cache_levels,
+            pending: None,
+            block_cache_levels,
+            recent: Vec::new(),
+            deferred_failure: None,
+            path: None,
+            stashed: Vec::new(),
+        }
+    }
+
     /// Reads the state file.
     pub fn load(path: &Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path)

@@ -75,6 +75,26 @@ pub async fn write_batch(
     state: &mut OwnerState,
     writes: &[(u64, Vec<u8>)],
 ) -> anyhow::Result<BatchReport> {
+    write_batch_resizing(node, auth, state, writes, None).await
+}
+
+/// [`write_batch`], and the file's length becomes `file_bytes` (if given) when, and
+/// only when, the batch commits: the length travels in the saved intent, so a crash
+/// settles both together (`owner::edit`). Errors: as [`write_batch`].
+pub async fn write_batch_resizing(
+    node: &NodeClient,
+    auth: &OwnerAuth<'_>,
+    state: &mut OwnerState,
+    writes: &[(u64, Vec<u8>)],
+    file_bytes: Option<u64>,
+) -> anyhow::Result<BatchReport> {
+    if let Some(len) = file_bytes {
+        ensure!(
+            len <= state.num_blocks * state.block_bytes as u64,
+            "a file of {len} bytes does not fit the deal's N·β = {} bytes",
+            state.num_blocks * state.block_bytes as u64
+        );
+    }
     super::recover::recover(node, auth, state).await?;
     ensure!(state.uploaded, "upload the file first");
     ensure!(!writes.is_empty(), "a batch needs at least one write");
@@ -171,6 +191,7 @@ pub async fn write_batch(
             .collect(),
         new_root_u,
         runs: expected.iter().map(|(r, _)| *r).collect(),
+        file_bytes,
         rejected: None,
     });
     state.persist()?;
@@ -196,7 +217,7 @@ pub(crate) async fn finish_write_batch(
     state: &mut OwnerState,
     answer: WrittenBatch,
 ) -> anyhow::Result<BatchReport> {
-    let Some(Pending::WriteBatch { writes, new_root_u, runs, .. }) = state.pending.clone() else {
+    let Some(Pending::WriteBatch { writes, new_root_u, runs, file_bytes, .. }) = state.pending.clone() else {
         bail!("no batch of writes is pending");
     };
     let keys = state.keys()?;
@@ -247,6 +268,9 @@ pub(crate) async fn finish_write_batch(
     }
     state.levels = levels;
     state.root_u = new_root_u;
+    if let Some(len) = file_bytes {
+        state.file_bytes = len;
+    }
     state.write_count = new_t;
     state.rebuild_count = new_rebuilds;
     // The block cache: this batch's writes (numbered old_total+1..), replacing any

@@ -1,12 +1,12 @@
-//! The owner's commands: open a deal, upload, read, write, checkpoint, download,
-//! extract, status. Each loads the owner state, talks to the chain and the node,
+//! The owner's commands: open a deal, upload, read, write (blocks or a byte range),
+//! sync, checkpoint, download, extract, status. Each loads the owner state, talks to the chain and the node,
 //! verifies, saves the state and reports.
 
-use super::{flows, recover};
+use super::{edit, flows, recover};
 use crate::context::Ctx;
 use crate::node_client::OwnerAuth;
 use crate::output::Output;
-use crate::owner_state::{OwnerState, DEFAULT_BLOCK_CACHE_LEVELS, DEFAULT_CACHE_LEVELS};
+use crate::owner_state::{DealParams, OwnerState, DEFAULT_BLOCK_CACHE_LEVELS, DEFAULT_CACHE_LEVELS};
 use alloy::signers::SignerSync;
 use alloy_primitives::{Address, Bytes, Signature, B256, U256};
 use anyhow::{bail, ensure, Context};
@@ -45,8 +45,20 @@ pub enum OwnerCommand {
         pairs: Vec<String>,
         /// A file of `INDEX FILE` lines (blank lines and `#` comments skipped), written
         /// as batches (paths relative to that file's folder).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "offset")]
         batch: Option<PathBuf>,
+        /// Byte-range write: put the bytes of the one FILE given (or -) at this byte
+        /// offset of the file, across block boundaries, keeping the other bytes of the
+        /// edge blocks; the file grows if the range ends past it (up to N·β bytes).
+        #[arg(long, value_name = "BYTES")]
+        offset: Option<u64>,
+    },
+    /// Make the stored file equal to NEWFILE, writing only the blocks that differ
+    /// (compared by chunk-tree root against the node's U leaves, checked against
+    /// rootU); the file grows or shrinks within the deal's N·β bytes.
+    Sync {
+        /// The new content of the file.
+        file: PathBuf,
     },
     /// Checkpoint: get the provider's signature on the current digest and post the dual-signed digest on chain.
     Checkpoint,
@@ -179,32 +191,16 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
             let deal =
                 ctx.market.open_deal(provider, n, block_bytes, lambda, samples, epochs, price, min_collateral).await?;
             let seed: [u8; 32] = rand::random();
-            let state = OwnerState {
+            let params = DealParams {
                 deal,
                 chain_id: ctx.market.chain_id(),
                 market: ctx.market.address(),
                 provider,
-                seed: B256::from(seed),
                 num_blocks: n,
                 block_bytes,
                 lambda: lambda as u32,
-                file_bytes: 0,
-                nonce: 0,
-                uploaded: false,
-                write_count: 0,
-                rebuild_count: 0,
-                root_u: B256::ZERO,
-                c: None,
-                levels: Vec::new(),
-                digest_version: 0,
-                cache_levels,
-                pending: None,
-                block_cache_levels,
-                recent: Vec::new(),
-                deferred_failure: None,
-                path: None,
-                stashed: Vec::new(),
             };
+            let state = OwnerState::new(params, B256::from(seed), cache_levels, block_cache_levels);
             state.save(&ctx.state_path)?;
             Ok(Output::new(
                 format!(
@@ -288,7 +284,17 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
                 }
             }
         }
-        OwnerCommand::Write { pairs, batch } => {
+        OwnerCommand::Write { pairs, batch: _, offset: Some(offset) } => {
+            ensure!(pairs.len() == 1, "with --offset, give one FILE (or -): the bytes to write there");
+            let data = read_input(std::path::Path::new(&pairs[0]))?;
+            ensure!(!data.is_empty(), "{} is empty: nothing to write", pairs[0]);
+            edit_command(ctx, Edit::Range(offset, data)).await
+        }
+        OwnerCommand::Sync { file } => {
+            let data = std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
+            edit_command(ctx, Edit::Sync(data)).await
+        }
+        OwnerCommand::Write { pairs, batch, offset: None } => {
             let mut state = OwnerState::load(&ctx.state_path)?;
             let writes = write_args(&pairs, batch.as_deref())?;
             let node = ctx.node_for_deal(state.deal).await?;
@@ -530,19 +536,66 @@ fn write_args(pairs: &[String], batch: Option<&std::path::Path>) -> anyhow::Resu
     let mut out = Vec::with_capacity(list.len());
     for (i, f) in list {
         let index: u64 = i.parse().with_context(|| format!("`{i}` is not a block index"))?;
-        let data = if f.as_os_str() == "-" {
+        if f.as_os_str() == "-" {
             ensure!(!stdin_used, "stdin (-) can be read only once");
             stdin_used = true;
-            let mut v = Vec::new();
-            std::io::stdin().read_to_end(&mut v)?;
-            v
-        } else {
-            std::fs::read(&f).with_context(|| format!("cannot read {}", f.display()))?
-        };
+        }
+        let data = read_input(&f)?;
         ensure!(!data.is_empty(), "{} is empty: a write takes the block's new bytes (1 to β bytes, zero-padded to β)", f.display());
         out.push((index, data));
     }
     Ok(out)
+}
+
+/// The bytes of FILE, or of stdin for `-`.
+fn read_input(f: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    if f.as_os_str() == "-" {
+        let mut v = Vec::new();
+        std::io::stdin().read_to_end(&mut v)?;
+        Ok(v)
+    } else {
+        std::fs::read(f).with_context(|| format!("cannot read {}", f.display()))
+    }
+}
+
+/// A byte-level edit: `write --offset` or `sync`.
+enum Edit {
+    /// These bytes at this offset.
+    Range(u64, Vec<u8>),
+    /// The file becomes these bytes.
+    Sync(Vec<u8>),
+}
+
+/// What every byte-level edit shares: settle, edit with a progress bar, save, report.
+async fn edit_command(ctx: &Ctx, what: Edit) -> anyhow::Result<Output> {
+    let mut state = OwnerState::load(&ctx.state_path)?;
+    let node = ctx.node_for_deal(state.deal).await?;
+    let key = ctx.key()?;
+    let auth = OwnerAuth { key, chain_id: state.chain_id, market: state.market, deal: state.deal };
+    settle(&node, &auth, &mut state).await?;
+    let bar = ctx.bar("write");
+    let result = match &what {
+        Edit::Range(offset, data) => edit::write_range(&node, &auth, &mut state, *offset, data, Some(&bar)).await,
+        Edit::Sync(data) => edit::sync(&node, &auth, &mut state, data, Some(&bar)).await,
+    };
+    bar.finish_and_clear();
+    state.save(&ctx.state_path)?;
+    let r = result?;
+    let (sent, received) = node.traffic();
+    Ok(Output::new(
+        format!(
+            "wrote {} blocks in {} batch(es) ({} edge blocks read first); the file is {} bytes (was {}); rootU {}; new runs are checked at the next checkpoint; {} bytes sent, {} received",
+            r.blocks_written,
+            r.batches.len(),
+            r.blocks_read,
+            r.new_bytes,
+            r.old_bytes,
+            state.root_u,
+            sent,
+            received
+        ),
+        json!({"report": r, "root_u": state.root_u, "bytes_sent": sent, "bytes_received": received, "write_count": state.write_count, "rebuild_count": state.rebuild_count}),
+    ))
 }
 
 /// Settles the owner's unfinished request with the node ([`recover::recover`]) and

@@ -1,9 +1,11 @@
 //! The owner's side: the protocol flows ([`flows`], chain-free; extraction in
-//! [`extract`]; batched writes with deferred checks in [`batch`]), crash recovery
+//! [`extract`]; batched writes with deferred checks in [`batch`]; byte-range edits and sync in
+//! [`edit`]), crash recovery
 //! ([`recover`]), the secret audit ([`secret_audit`]) and the commands ([`commands`]).
 
 pub mod batch;
 pub mod commands;
+pub mod edit;
 pub mod extract;
 pub mod flows;
 pub mod recover;
