@@ -8,67 +8,23 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-use alloy::signers::local::PrivateKeySigner;
-use alloy_primitives::{Address, B256};
-use async_trait::async_trait;
+use alloy_primitives::Address;
 use dpor_cli::node_client::{NodeClient, OwnerAuth};
 use dpor_cli::owner::flows;
 use dpor_cli::owner::edit;
-use dpor_cli::owner_state::{DealParams, OwnerState};
-use dpor_node::handler::{ChainDeal, DealLookup, Misbehavior, NodeHandler};
+use dpor_cli::owner_state::OwnerState;
+use alloy::signers::local::PrivateKeySigner;
+use dpor_node::handler::{ChainDeal, Misbehavior, NodeHandler};
 use dpor_node::signing::ProviderSigner;
 use dpor_node::store::{Store, StoreConfig};
 use dpor_proto::net::{self, NetConfig};
-use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 use std::time::Duration;
+use rand::{Rng, SeedableRng};
 
-const CHAIN: u64 = 31337;
-
-struct Deals(Vec<ChainDeal>);
-
-#[async_trait]
-impl DealLookup for Deals {
-    async fn deal(&self, id: u64) -> anyhow::Result<Option<ChainDeal>> {
-        Ok(self.0.get((id as usize).wrapping_sub(1)).cloned())
-    }
-}
-
-struct Node {
-    client: NodeClient,
-    owner: PrivateKeySigner,
-    market: Address,
-    dir: tempfile::TempDir,
-    _server: net::ServerHandle,
-}
-
-async fn node(n: u64, beta: u32, misbehavior: Misbehavior) -> Node {
-    let dir = tempfile::tempdir().unwrap();
-    let owner = PrivateKeySigner::random();
-    let provider = PrivateKeySigner::random();
-    let market = Address::repeat_byte(0x42);
-    let store = Arc::new(Store::open(&dir.path().join("store"), StoreConfig { quota_bytes: None }).unwrap());
-    let deal = ChainDeal { owner: owner.address(), provider: provider.address(), num_blocks: n, block_bytes: beta, active: true };
-    let handler = NodeHandler::new(store, Arc::new(Deals(vec![deal.clone(), deal])), Arc::new(ProviderSigner::new(provider, CHAIN, market)))
-        .with_misbehavior(misbehavior);
-    let server = net::serve(
-        net::load_or_create_keypair(&dir.path().join("k")).unwrap(),
-        "/ip4/127.0.0.1/tcp/0".parse().unwrap(),
-        Arc::new(handler),
-        NetConfig::default(),
-    )
-    .await
-    .unwrap();
-    let addr = server.listen_addrs()[0].clone().with(libp2p::multiaddr::Protocol::P2p(server.peer_id()));
-    let client = NodeClient::connect(&addr.to_string(), Duration::from_secs(60)).await.unwrap();
-    Node { client, owner, market, dir, _server: server }
-}
-
-fn state(deal: u64, n: u64, beta: u32, market: Address) -> OwnerState {
-    let params = DealParams { deal, chain_id: CHAIN, market, provider: Address::ZERO, num_blocks: n, block_bytes: beta, lambda: 16 };
-    // Checksum cache of 2 levels: levels ≥ 2 exercise the σ̃ fetch path.
-    OwnerState::new(params, B256::repeat_byte(deal as u8), 2, 0)
-}
+#[path = "inproc/mod.rs"]
+mod inproc;
+use inproc::{node, state, Deals, Node, CHAIN};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_owner_verifies_every_step_and_recovers_the_file_from_half_of_every_run() {

@@ -13,8 +13,9 @@
 //! shard, `shard-<i>.json` (each a normal single-deal state: `dpor --state
 //! dir/shard-3.json status` works on it).
 //!
-//! Not here yet: writes across shards, repair, recovery from the chain alone (see
-//! docs/ARCHITECTURE.md, "Dispersal").
+//! Writes across shards: [`write`] (`file-write`, `file-checkpoint`, `fsck`); repair:
+//! [`repair`]. Not here yet: recovery from the chain alone (see docs/ARCHITECTURE.md,
+//! "Dispersal").
 
 use crate::context::Ctx;
 use crate::node_client::{NodeClient, OwnerAuth};
@@ -33,6 +34,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 pub mod repair;
+pub mod write;
 
 /// FileManifest's address on a fresh local anvil deployed by Deploy.s.sol (deployer nonce 2).
 pub const LOCAL_MANIFEST: &str = "0x9fE46736679d2D9a65F0992F2272dE9f3c7fa6e0";
@@ -66,6 +68,35 @@ pub enum DisperseCommand {
     Get {
         /// Output file.
         out: PathBuf,
+        /// The file's directory (as given to `put`).
+        #[arg(long, default_value = "dpor-file")]
+        dir: PathBuf,
+    },
+    /// Write bytes of a dispersed file: DATA (a file, or -) at --offset, within the
+    /// file's length. In every stripe touched, the data shards' blocks and all parity
+    /// blocks are written (dpor batched writes on each shard's deal); the write is saved
+    /// as an intent first, so an interrupted one is completed by the next command. The
+    /// shards' new digests are posted by `file-checkpoint`. See `disperse::write`.
+    FileWrite {
+        /// The bytes to write (a file, or - for stdin).
+        data: PathBuf,
+        /// Byte offset in the file.
+        #[arg(long, value_name = "BYTES")]
+        offset: u64,
+        /// The file's directory (as given to `put`).
+        #[arg(long, default_value = "dpor-file")]
+        dir: PathBuf,
+    },
+    /// Checkpoint every shard written since its last checkpoint: each posts its
+    /// dual-signed digest on chain (the single-deal `checkpoint`).
+    FileCheckpoint {
+        /// The file's directory (as given to `put`).
+        #[arg(long, default_value = "dpor-file")]
+        dir: PathBuf,
+    },
+    /// Complete an interrupted write across shards (any other command on the file does
+    /// it first as well), and report the file's state.
+    Fsck {
         /// The file's directory (as given to `put`).
         #[arg(long, default_value = "dpor-file")]
         dir: PathBuf,
@@ -149,6 +180,10 @@ pub struct FileDir {
     pub file_id: Option<u64>,
     /// The shards placed so far, in shard order.
     pub shards: Vec<ShardFile>,
+    /// Shards written since their last checkpoint (`file-write`), whose digests
+    /// `file-checkpoint` posts; ascending.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dirty: Vec<u16>,
 }
 
 impl FileDir {
@@ -190,6 +225,9 @@ pub async fn run(ctx: &Ctx, cmd: DisperseCommand) -> anyhow::Result<Output> {
             put(ctx, &file, providers, data, &dir, manifest, &terms).await
         }
         DisperseCommand::Get { out, dir } => get(ctx, &dir, &out).await,
+        DisperseCommand::FileWrite { data, offset, dir } => file_write(ctx, &dir, offset, &data).await,
+        DisperseCommand::FileCheckpoint { dir } => file_checkpoint(ctx, &dir).await,
+        DisperseCommand::Fsck { dir } => fsck(ctx, &dir).await,
         DisperseCommand::Repair { dir, shards, max_faults, unreachable_epochs, dry_run, terms } => {
             let opts = repair::RepairOptions { shards, max_faults, unreachable_epochs, dry_run, terms };
             repair::repair(ctx, &dir, &opts).await
@@ -338,6 +376,7 @@ async fn put(
         registry,
         file_id: None,
         shards: Vec::new(),
+        dirty: Vec::new(),
     };
 
     // (1) One deal per shard, with `deal open`'s own code (sequential: one key's nonces).
@@ -549,9 +588,102 @@ pub(crate) async fn fetch_shards(
     Ok((got, failed))
 }
 
+/// Rolls an interrupted write across shards forward (`write::complete_pending`); a note
+/// for the user when it did something.
+pub(crate) async fn settle_file(ctx: &Ctx, dir: &Path, record: &mut FileDir) -> anyhow::Result<Option<String>> {
+    if write::WriteIntent::load(dir)?.is_none() {
+        return Ok(None);
+    }
+    let key = ctx.key()?;
+    let done = write::complete_pending(&ctx.market, ctx.timeout, key, dir, record).await?;
+    Ok(done.map(|a| format!("completed an interrupted write: shards {:?}, {} blocks", a.shards_written, a.blocks_written)))
+}
+
+async fn file_write(ctx: &Ctx, dir: &Path, offset: u64, data: &Path) -> anyhow::Result<Output> {
+    let started = Instant::now();
+    let bytes = if data.as_os_str() == "-" {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut v)?;
+        v
+    } else {
+        std::fs::read(data).with_context(|| format!("cannot read {}", data.display()))?
+    };
+    ensure!(!bytes.is_empty(), "{} is empty: nothing to write", data.display());
+    let mut record = FileDir::load(dir)?;
+    if let Some(note) = settle_file(ctx, dir, &mut record).await? {
+        eprintln!("{note}");
+    }
+    let key = ctx.key()?;
+    let all: Vec<u16> = (0..record.n).collect();
+    let mut links = write::link_shards(&ctx.market, ctx.timeout, dir, &record, &all).await?;
+    for l in links.iter_mut() {
+        let auth = OwnerAuth { key, chain_id: l.state.chain_id, market: l.state.market, deal: l.state.deal };
+        crate::owner::recover::recover(&l.node, &auth, &mut l.state).await.with_context(|| format!("settling shard {}", l.index))?;
+    }
+    let intent = write::plan(&record, &links, offset, &bytes).await?;
+    intent.save(dir)?;
+    let applied = write::apply(dir, &mut record, intent, &mut links, key, None).await?;
+    let secs = started.elapsed().as_secs_f64();
+    Ok(Output::new(
+        format!(
+            "wrote {} bytes at offset {offset}: {} blocks on shards {:?}; run `dpor file-checkpoint --dir {}` to post their digests ({:.2} s)",
+            bytes.len(),
+            applied.blocks_written,
+            applied.shards_written,
+            dir.display(),
+            secs
+        ),
+        json!({"bytes": bytes.len(), "offset": offset, "shards_written": applied.shards_written, "blocks_written": applied.blocks_written, "dirty": record.dirty, "seconds": secs}),
+    ))
+}
+
+async fn file_checkpoint(ctx: &Ctx, dir: &Path) -> anyhow::Result<Output> {
+    let mut record = FileDir::load(dir)?;
+    if let Some(note) = settle_file(ctx, dir, &mut record).await? {
+        eprintln!("{note}");
+    }
+    let mut posted = Vec::new();
+    while let Some(&i) = record.dirty.first() {
+        let s = record.shards.iter().find(|s| s.index == i).cloned().with_context(|| format!("no shard {i}"))?;
+        let out = owner_cmd::run(&shard_ctx(ctx, dir.join(&s.state)), OwnerCommand::Checkpoint)
+            .await
+            .with_context(|| format!("checkpoint of shard {i} (deal {})", s.deal))?;
+        posted.push(json!({"shard": i, "deal": s.deal, "checkpoint": out.json}));
+        record.dirty.remove(0);
+        record.save(dir)?;
+    }
+    Ok(Output::new(
+        format!("posted the digests of {} shard(s): {:?}", posted.len(), posted.iter().map(|p| p["shard"].clone()).collect::<Vec<_>>()),
+        json!({"checkpoints": posted}),
+    ))
+}
+
+async fn fsck(ctx: &Ctx, dir: &Path) -> anyhow::Result<Output> {
+    let mut record = FileDir::load(dir)?;
+    let note = settle_file(ctx, dir, &mut record).await?;
+    let mut pending = Vec::new();
+    for s in &record.shards {
+        let st = OwnerState::load(&dir.join(&s.state))?;
+        if st.pending.is_some() {
+            pending.push(s.index);
+        }
+    }
+    Ok(Output::new(
+        format!(
+            "{}; shards to checkpoint: {:?}; shards with an unfinished single-deal request (settled by their next command): {pending:?}",
+            note.clone().unwrap_or_else(|| "no interrupted write across shards".into()),
+            record.dirty
+        ),
+        json!({"completed": note, "dirty": record.dirty, "shards_pending": pending}),
+    ))
+}
+
 async fn get(ctx: &Ctx, dir: &Path, out: &Path) -> anyhow::Result<Output> {
     let started = Instant::now();
-    let record = FileDir::load(dir)?;
+    let mut record = FileDir::load(dir)?;
+    if let Some(note) = settle_file(ctx, dir, &mut record).await? {
+        eprintln!("{note}");
+    }
     let geometry = record.geometry()?;
     let (got, failed) = fetch_shards(ctx, dir, &record, &[]).await?;
     let used: Vec<u16> = (0..record.n).filter(|&i| got[i as usize].is_some()).collect();

@@ -156,6 +156,10 @@ pub async fn repair(ctx: &Ctx, dir: &Path, opts: &RepairOptions) -> anyhow::Resu
     let started = Instant::now();
     let mut record = FileDir::load(dir)?;
     let file_id = record.file_id.context("the file was never recorded in the FileManifest (an unfinished `put`?)")?;
+    // Stripes must agree before any shard is rebuilt from others.
+    if let Some(note) = super::settle_file(ctx, dir, &mut record).await? {
+        eprintln!("{note}");
+    }
     for i in &opts.shards {
         ensure!(*i < record.n, "--shard {i}: the file has shards 0..{}", record.n);
     }
