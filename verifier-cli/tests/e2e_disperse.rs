@@ -1,7 +1,8 @@
 //! End to end, real processes: a file dispersed 3-of-5 over five `dpor-node`s (the
 //! harness's node and four more, each its own provider account), recorded in the
 //! on-chain FileManifest, downloaded byte for byte; then with two nodes killed -9 it
-//! still downloads from the other three (decoding from parity), and with a third
+//! still downloads from the other three (decoding from parity: the written bytes
+//! too, after a `file-write` across shards and `file-checkpoint`), and with a third
 //! killed `dpor get` fails with a clear error instead of a wrong file.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -103,6 +104,27 @@ async fn put_3_of_5_then_get_from_any_3_and_fail_clearly_with_2() {
         let j = r.expect_ok("get with all nodes up");
         assert_eq!(std::fs::read(&out).unwrap(), file);
         assert_eq!(j["shards_used"].as_array().unwrap().len(), 3);
+
+        // A write across shards (file blocks 2..=4: stripes 0 and 1, so data shards 2, 0,
+        // 1 and both parity shards), then the touched shards' digests posted.
+        let mut file = file;
+        let (offset, patch) = (3 * 4096 - 100, pseudo_random(5000, 7));
+        std::fs::write(w.path("patch.bin"), &patch).unwrap();
+        let j = w
+            .dpor(OWNER, &["file-write", w.path("patch.bin").to_str().unwrap(), "--offset", &offset.to_string(), "--dir", dir_s])
+            .await
+            .expect_ok("file-write");
+        assert_eq!(j["shards_written"], serde_json::json!([0, 1, 2, 3, 4]), "{j}");
+        file[offset..offset + patch.len()].copy_from_slice(&patch);
+        w.dpor(OWNER, &["file-checkpoint", "--dir", dir_s]).await.expect_ok("file-checkpoint");
+        for d in &deals {
+            assert_eq!(owner.get_deal(*d).await.unwrap().digest_version, 2, "deal {d} checkpointed after the write");
+        }
+        let j = w.dpor(OWNER, &["fsck", "--dir", dir_s]).await.expect_ok("fsck");
+        assert_eq!(j["dirty"], serde_json::json!([]), "{j}");
+        let (r, out) = get(&w, "written.bin").await;
+        r.expect_ok("get after the write");
+        assert_eq!(std::fs::read(&out).unwrap(), file, "the written file, byte for byte");
 
         // Kill -9 the providers of data shards 0 and 2, found by provider address.
         kill_shard(&mut w, &mut nodes, rec.shards[0].provider);
