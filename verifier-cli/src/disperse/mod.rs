@@ -14,8 +14,8 @@
 //! dir/shard-3.json status` works on it).
 //!
 //! Writes across shards: [`write`] (`file-write`, `file-checkpoint`, `fsck`); repair:
-//! [`repair`]. Not here yet: recovery from the chain alone (see docs/ARCHITECTURE.md,
-//! "Dispersal").
+//! [`repair`]; the owner's state from the key, the chain and the providers: [`recover`]
+//! (see docs/ARCHITECTURE.md, "Dispersal").
 
 use crate::context::Ctx;
 use crate::node_client::{NodeClient, OwnerAuth};
@@ -33,6 +33,7 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+pub mod recover;
 pub mod repair;
 pub mod write;
 
@@ -93,6 +94,20 @@ pub enum DisperseCommand {
         /// The file's directory (as given to `put`).
         #[arg(long, default_value = "dpor-file")]
         dir: PathBuf,
+    },
+    /// Rebuild the owner's state of a dispersed file on a fresh machine from the key
+    /// alone: the FileManifest and the deals' digests on chain, the providers' nodes.
+    /// See `disperse::recover`.
+    Recover {
+        /// The new directory for the file's state (must not hold one).
+        #[arg(long, default_value = "dpor-file")]
+        dir: PathBuf,
+        /// The file's id in the FileManifest (default: the key's only file).
+        #[arg(long)]
+        file_id: Option<u64>,
+        /// The FileManifest registry (default: its address on a fresh local anvil).
+        #[arg(long, env = "DPOR_MANIFEST", default_value = LOCAL_MANIFEST)]
+        manifest: Address,
     },
     /// Complete an interrupted write across shards (any other command on the file does
     /// it first as well), and report the file's state.
@@ -228,6 +243,7 @@ pub async fn run(ctx: &Ctx, cmd: DisperseCommand) -> anyhow::Result<Output> {
         DisperseCommand::FileWrite { data, offset, dir } => file_write(ctx, &dir, offset, &data).await,
         DisperseCommand::FileCheckpoint { dir } => file_checkpoint(ctx, &dir).await,
         DisperseCommand::Fsck { dir } => fsck(ctx, &dir).await,
+        DisperseCommand::Recover { dir, file_id, manifest } => recover::recover(ctx, &dir, manifest, file_id).await,
         DisperseCommand::Repair { dir, shards, max_faults, unreachable_epochs, dry_run, terms } => {
             let opts = repair::RepairOptions { shards, max_faults, unreachable_epochs, dry_run, terms };
             repair::repair(ctx, &dir, &opts).await
@@ -403,6 +419,8 @@ async fn put(
         )
         .await
         .with_context(|| format!("opening the deal of shard {i} with {provider}"))?;
+        // The checksum seed from the owner's key, so that `recover` can derive it again.
+        recover::derive_seed(ctx.key()?, &dir.join(&name))?;
         let deal = out.json["deal"].as_u64().context("deal open reported no deal id")?;
         record.shards.push(ShardFile { index: i as u16, deal, provider: *provider, state: name });
         record.save(dir)?;

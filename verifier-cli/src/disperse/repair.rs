@@ -352,6 +352,7 @@ async fn open_deal(
         )
         .await
         .with_context(|| format!("opening a deal for shard {i} with {provider}"))?;
+        super::recover::derive_seed(ctx.key()?, path)?;
         return OwnerState::load(path);
     }
 }
