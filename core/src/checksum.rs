@@ -159,6 +159,40 @@ impl OwnerKeys {
         (Aes256GcmSiv::new(kappa.as_bytes().into()), aad)
     }
 
+    /// The read check of U's blocks (§5.2) for a run of consecutive blocks: `blocks[j]`
+    /// (β bytes, record format `format`) is block `start + j` and `sealed[j]` its σ̃_U,
+    /// which the caller has checked against rootU (the U leaves commit to σ̃, so they are
+    /// fresh). A block passes when its σ̃ opens and σ(record(index, block)) equals it: a
+    /// block other than the owner's passes with probability ≤ 2^-127 (module docs),
+    /// without rehashing its chunk tree. Blocks are checked on rayon's pool.
+    ///
+    /// Returns the lowest failing index, `None` when all pass (also when the lengths of
+    /// `blocks` and `sealed` differ: the extra entries fail, at the first of them).
+    pub fn first_bad_u_block<B: AsRef<[u8]> + Sync>(
+        &self,
+        format: &crate::block::BlockFormat,
+        start: u64,
+        blocks: &[B],
+        sealed: &[Sealed],
+    ) -> Option<u64> {
+        if blocks.len() != sealed.len() {
+            return Some(start + blocks.len().min(sealed.len()) as u64);
+        }
+        blocks
+            .par_iter()
+            .zip(sealed.par_iter())
+            .enumerate()
+            .filter_map(|(j, (block, s))| {
+                let index = start + j as u64;
+                let ok = self.open(Place::U { index }, s).ok().and_then(|want| {
+                    let record = format.record(index, block.as_ref()).ok()?;
+                    Some(self.checksum(&record).ok()? == want)
+                });
+                (ok != Some(true)).then_some(index)
+            })
+            .min()
+    }
+
     /// σ̃ = AEAD_κ(σ) for `place`.
     pub fn seal(&self, place: Place, sigma: &[Fp; RHO]) -> Sealed {
         let (cipher, aad) = self.cipher(&place);

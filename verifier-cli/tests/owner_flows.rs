@@ -398,3 +398,25 @@ async fn byte_range_writes_and_syncs_match_a_plain_byte_array_and_pass_the_check
     assert_eq!((st.root_u, st.file_bytes), before);
     check(&node, &mut st, &model).await;
 }
+
+/// A download checks every block by its checksum: a node whose U file has one byte
+/// changed (its leaves, and so rootU, untouched) is caught at that block, and a read
+/// of that block fails as well.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_download_catches_a_changed_byte_in_the_nodes_u_blocks() {
+    let (n, beta) = (16u64, 64u32);
+    let node = node(n, beta, Misbehavior::None).await;
+    let auth = OwnerAuth { key: &node.owner, chain_id: CHAIN, market: node.market, deal: 1 };
+    let mut st = state(1, n, beta, node.market);
+    let file: Vec<u8> = (0..(n as usize * beta as usize - 9)).map(|i| (i * 31 % 251) as u8).collect();
+    flows::upload(&node.client, &auth, &mut st, &file, None).await.unwrap();
+    assert_eq!(flows::download(&node.client, &st, None).await.unwrap(), file);
+
+    let u = node.dir.path().join("store").join("deals").join("1").join("u.blocks");
+    let mut bytes = std::fs::read(&u).unwrap();
+    bytes[11 * beta as usize + 7] ^= 0x40;
+    std::fs::write(&u, &bytes).unwrap();
+    let e = flows::download(&node.client, &st, None).await.unwrap_err().to_string();
+    assert!(e.contains("block 11") && e.contains("checksum"), "{e}");
+    assert!(flows::read(&node.client, &st, 11).await.is_err());
+}

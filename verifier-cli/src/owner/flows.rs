@@ -586,10 +586,15 @@ pub async fn read(node: &NodeClient, state: &OwnerState, index: u64) -> anyhow::
     Ok(block)
 }
 
-/// Download: all of U, each batch checked against rootU; the file cut to its length.
+/// Download: all of U, the file cut to its length. Each batch's U leaves (block root,
+/// σ̃_U) go into the U tree, whose root must be the owner's rootU (so every σ̃ is the
+/// current one), and each block must match its checksum σ opened from that σ̃ (§5.2:
+/// a wrong block passes with probability ≤ 2^-127): the owner's secret MAC checks the
+/// content, at a fraction of the cost of rehashing every block's chunk tree.
 pub async fn download(node: &NodeClient, state: &OwnerState, bar: Option<&ProgressBar>) -> anyhow::Result<Vec<u8>> {
     ensure!(state.uploaded, "nothing uploaded yet");
     let format = state.format()?;
+    let keys = state.keys()?;
     let n = state.num_blocks;
     let per = batch_len(format.block_bytes() as u64 + 64);
     let mut leaves = Vec::with_capacity(n as usize);
@@ -602,11 +607,14 @@ pub async fn download(node: &NodeClient, state: &OwnerState, bar: Option<&Progre
         let count = per.min(n - start);
         let blocks = node.download(state.deal, start, count).await?;
         let parts = node.u_leaves(state.deal, start, count).await?;
-        // The blocks' chunk trees on every core (rayon, in dpor-core).
-        let computed = merkle::block_roots(&blocks);
-        for (j, ((block, (root, sealed)), got)) in blocks.iter().zip(&parts).zip(&computed).enumerate() {
+        ensure!(blocks.len() == parts.len(), "the node sent {} blocks and {} leaves", blocks.len(), parts.len());
+        // Every block against its checksum, on every core (rayon, in dpor-core).
+        let sealed: Vec<[u8; 32]> = parts.iter().map(|(_, s)| s.0).collect();
+        if let Some(i) = keys.first_bad_u_block(&format, start, &blocks, &sealed) {
+            bail!("block {i} from the node does not match its checksum");
+        }
+        for (j, (block, (root, sealed))) in blocks.iter().zip(&parts).enumerate() {
             let i = start + j as u64;
-            ensure!(got == root, "block {i} does not match its leaf");
             leaves.push(merkle::u_leaf(i, root, &sealed.0));
             if (out.len() as u64) < state.file_bytes {
                 out.extend_from_slice(block);
