@@ -43,6 +43,10 @@ pub struct NodeConfig {
     pub quota_bytes: Option<u64>,
     /// Request timeout on the libp2p side, seconds.
     pub request_timeout_secs: u64,
+    /// Cap on the bytes per second the node serves in bulk reads (`Download`, `Coded`),
+    /// across all peers: an operator's bandwidth budget (as Storj and Sia hosts set
+    /// one); none by default. Audits, proofs and owner writes are not paced.
+    pub serve_rate_bytes_per_sec: Option<u64>,
     /// Testing only (cargo feature `testing`; not a key of a normal build): answer
     /// audits like a cheating node (see `handler::Misbehavior`).
     #[cfg(feature = "testing")]
@@ -69,6 +73,7 @@ impl Default for NodeConfig {
             poll_interval_ms: 500,
             quota_bytes: None,
             request_timeout_secs: 300,
+            serve_rate_bytes_per_sec: None,
             #[cfg(feature = "testing")]
             misbehave: crate::handler::Misbehavior::None,
         }
@@ -88,6 +93,9 @@ impl NodeConfig {
     /// # Errors
     /// What is wrong, naming the key and the allowed range.
     pub fn validate(&self) -> anyhow::Result<()> {
+        if self.serve_rate_bytes_per_sec == Some(0) {
+            anyhow::bail!("serve_rate_bytes_per_sec = 0 would serve nothing: leave it out for no cap, or give a rate in bytes per second");
+        }
         if self.poll_interval_ms < MIN_POLL_INTERVAL_MS {
             anyhow::bail!(
                 "poll_interval_ms = {} is too small: the node polls the chain at most every {MIN_POLL_INTERVAL_MS} ms; give {MIN_POLL_INTERVAL_MS} or more (2000 suits a public chain)",
@@ -124,6 +132,15 @@ mod tests {
         assert_eq!(c.quota_bytes, Some(10));
         assert_eq!(c.rpc_url, NodeConfig::default().rpc_url);
         assert!(toml::from_str::<NodeConfig>("lisen = \"x\"").is_err());
+    }
+
+    #[test]
+    fn a_zero_serve_rate_is_refused() {
+        let c: NodeConfig = toml::from_str("serve_rate_bytes_per_sec = 0\n").unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("serve_rate_bytes_per_sec = 0"), "{e}");
+        let c: NodeConfig = toml::from_str("serve_rate_bytes_per_sec = 50000000\n").unwrap();
+        assert!(c.validate().is_ok());
     }
 
     #[test]

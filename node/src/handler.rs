@@ -96,18 +96,55 @@ impl std::str::FromStr for Misbehavior {
     }
 }
 
+/// Paces bulk reads to a byte rate (a leaky bucket shared by every request): each
+/// answer of `bytes` is sent once the link it would use is free, `bytes / rate` after
+/// the previous one.
+struct ServeRate {
+    bytes_per_sec: u64,
+    free_at: tokio::sync::Mutex<tokio::time::Instant>,
+}
+
+impl ServeRate {
+    async fn pace(&self, bytes: u64) {
+        let wait = {
+            let mut free_at = self.free_at.lock().await;
+            let now = tokio::time::Instant::now();
+            let start = (*free_at).max(now);
+            *free_at = start + std::time::Duration::from_secs_f64(bytes as f64 / self.bytes_per_sec as f64);
+            *free_at
+        };
+        tokio::time::sleep_until(wait).await;
+    }
+}
+
 /// The request handler: the store, the chain's deal table, and the provider's key.
 pub struct NodeHandler {
     store: Arc<Store>,
     deals: Arc<dyn DealLookup>,
     signer: Arc<ProviderSigner>,
     misbehavior: Misbehavior,
+    serve_rate: Option<ServeRate>,
 }
 
 impl NodeHandler {
     /// A handler over `store`, checking uploads against `deals`, co-signing with `signer`.
     pub fn new(store: Arc<Store>, deals: Arc<dyn DealLookup>, signer: Arc<ProviderSigner>) -> Self {
-        Self { store, deals, signer, misbehavior: Misbehavior::None }
+        Self { store, deals, signer, misbehavior: Misbehavior::None, serve_rate: None }
+    }
+
+    /// Caps bulk reads (`Download`, `Coded`) at `bytes_per_sec` across all peers
+    /// (config `serve_rate_bytes_per_sec`); `None` or 0: no cap.
+    pub fn with_serve_rate(mut self, bytes_per_sec: Option<u64>) -> Self {
+        self.serve_rate = bytes_per_sec
+            .filter(|r| *r > 0)
+            .map(|r| ServeRate { bytes_per_sec: r, free_at: tokio::sync::Mutex::new(tokio::time::Instant::now()) });
+        self
+    }
+
+    async fn pace(&self, bytes: u64) {
+        if let Some(r) = &self.serve_rate {
+            r.pace(bytes).await;
+        }
     }
 
     /// Testing only: a cheating handler.
@@ -202,6 +239,7 @@ impl NodeHandler {
                 let beta = self.blocking(move |s| s.view(deal)).await?.params.block_bytes as u64;
                 check_batch(count, beta)?;
                 let blocks = self.blocking(move |s| s.u_blocks(deal, start, count)).await?;
+                self.pace(blocks.iter().map(|b| b.len() as u64).sum()).await;
                 Ok(Response::Blocks { start, blocks: blocks.into_iter().map(ByteBuf::from).collect() })
             }
             Request::ULeaves { deal, start, count } => {
@@ -241,6 +279,7 @@ impl NodeHandler {
                 if self.misbehavior == Misbehavior::PartialBlocks {
                     blocks.iter_mut().for_each(|b| keep_half(b));
                 }
+                self.pace(blocks.iter().map(|b| b.len() as u64).sum()).await;
                 Ok(Response::Coded { run, start, blocks: blocks.into_iter().map(ByteBuf::from).collect() })
             }
             Request::RunLeaves { deal, run, start, count } => {
@@ -558,4 +597,32 @@ impl From<StoreError> for Fail {
 /// The wire answer of a batch of writes.
 fn batch_response(b: &crate::store::BatchOutcome) -> Response {
     Response::WrittenBatch { count: b.count, root_u: b.root_u, runs: b.runs.iter().map(|(id, root)| ((*id).into(), *root)).collect() }
+}
+
+#[cfg(test)]
+mod serve_rate_tests {
+    use super::ServeRate;
+    use std::time::Duration;
+
+    /// Paced answers leave at the configured rate, back to back, whatever their
+    /// concurrency: 5 × 200 KB at 1 MB/s take 1 s of (paused, virtual) time, and an
+    /// idle link does not bank credit.
+    #[tokio::test(start_paused = true)]
+    async fn answers_leave_at_the_rate_and_idle_time_is_not_banked() {
+        let r = std::sync::Arc::new(ServeRate { bytes_per_sec: 1_000_000, free_at: tokio::sync::Mutex::new(tokio::time::Instant::now()) });
+        let t0 = tokio::time::Instant::now();
+        let mut tasks = Vec::new();
+        for _ in 0..5 {
+            let r = r.clone();
+            tasks.push(tokio::spawn(async move { r.pace(200_000).await }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        assert_eq!(t0.elapsed(), Duration::from_secs(1));
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let t1 = tokio::time::Instant::now();
+        r.pace(500_000).await;
+        assert_eq!(t1.elapsed(), Duration::from_millis(500));
+    }
 }

@@ -55,6 +55,9 @@ struct RunArgs {
     /// Chain polling interval in milliseconds (at least 50).
     #[arg(long)]
     poll_interval_ms: Option<u64>,
+    /// Serve bulk reads (downloads, coded runs) at most this fast, bytes per second.
+    #[arg(long, value_name = "BYTES_PER_SEC")]
+    serve_rate: Option<u64>,
     /// Testing only (cargo feature `testing`): cheat on audits (none, wrong-block,
     /// stale-level, other-deal), commit wrong coded blocks (commit-wrong), or keep only
     /// half of every coded block, for audits and epoch proofs alike (partial-blocks).
@@ -146,6 +149,9 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     if let Some(v) = args.poll_interval_ms {
         config.poll_interval_ms = v;
+    }
+    if let Some(v) = args.serve_rate {
+        config.serve_rate_bytes_per_sec = Some(v);
     }
     config.validate()?;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("tokio runtime")?;

@@ -127,7 +127,8 @@ pub async fn start(config: &NodeConfig) -> anyhow::Result<RunningNode> {
     let provider = signer.address();
 
     let listen: Multiaddr = config.listen.parse().with_context(|| format!("bad listen address {:?}", config.listen))?;
-    let handler = NodeHandler::new(store.clone(), Arc::new(ChainDeals(market.clone())), signer);
+    let handler = NodeHandler::new(store.clone(), Arc::new(ChainDeals(market.clone())), signer)
+        .with_serve_rate(config.serve_rate_bytes_per_sec);
     #[cfg(feature = "testing")]
     let handler = {
         if config.misbehave != crate::handler::Misbehavior::None {
