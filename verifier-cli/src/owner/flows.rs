@@ -586,6 +586,18 @@ pub async fn read(node: &NodeClient, state: &OwnerState, index: u64) -> anyhow::
     Ok(block)
 }
 
+/// Batches a download keeps on the wire beyond the one being checked.
+const DOWNLOAD_AHEAD: usize = 2;
+
+/// A task aborted when its handle is dropped (an early error stops the fetches ahead).
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Download: all of U, the file cut to its length. Each batch's U leaves (block root,
 /// σ̃_U) go into the U tree, whose root must be the owner's rootU (so every σ̃ is the
 /// current one), and each block must match its checksum σ opened from that σ̃ (§5.2:
@@ -602,11 +614,24 @@ pub async fn download(node: &NodeClient, state: &OwnerState, bar: Option<&Progre
     if let Some(b) = bar {
         b.set_length(state.file_bytes);
     }
-    let mut start = 0;
-    while start < n {
-        let count = per.min(n - start);
-        let blocks = node.download(state.deal, start, count).await?;
-        let parts = node.u_leaves(state.deal, start, count).await?;
+    // Pipelined: the next batches are on the wire while this one is checked.
+    let fetch = |start: u64, count: u64| {
+        let node = node.clone();
+        let deal = state.deal;
+        AbortOnDrop(tokio::spawn(async move { tokio::try_join!(node.download(deal, start, count), node.u_leaves(deal, start, count)) }))
+    };
+    let mut queue = std::collections::VecDeque::new();
+    let mut next = 0;
+    loop {
+        while next < n && queue.len() <= DOWNLOAD_AHEAD {
+            let count = per.min(n - next);
+            queue.push_back((next, fetch(next, count)));
+            next += count;
+        }
+        let Some((start, mut handle)) = queue.pop_front() else {
+            break;
+        };
+        let (blocks, parts) = (&mut handle.0).await.context("a download task failed")??;
         ensure!(blocks.len() == parts.len(), "the node sent {} blocks and {} leaves", blocks.len(), parts.len());
         // Every block against its checksum, on every core (rayon, in dpor-core).
         let sealed: Vec<[u8; 32]> = parts.iter().map(|(_, s)| s.0).collect();
@@ -623,7 +648,6 @@ pub async fn download(node: &NodeClient, state: &OwnerState, bar: Option<&Progre
         if let Some(b) = bar {
             b.set_position((out.len() as u64).min(state.file_bytes));
         }
-        start += count;
     }
     let root = MerkleTree::new(leaves).context("U tree")?.root();
     ensure!(root == state.root_u, "the downloaded blocks give rootU {root}, the owner's is {}", state.root_u);
