@@ -20,31 +20,57 @@ const EXTRA: [usize; 4] = [4, 5, 6, 7];
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-/// Starts another node as anvil account `account` (funded first); returns once it is
-/// registered on chain.
-async fn extra_node(w: &World, account: usize) -> Proc {
+/// Spawns the node of anvil account `account` (its key file written) on `port` (0: any),
+/// with `args` added.
+fn spawn_node(w: &World, account: usize, port: u16, args: &[&str]) -> Proc {
     let key_file = w.path(&format!("key{account}"));
     std::fs::write(&key_file, ANVIL_KEYS[account]).unwrap();
-    let provider = w.dev.key(account).address();
-    let p = w.client(account).await;
-    p.mint(provider, e18(1_000_000)).await.unwrap();
-    let log = std::fs::File::create(w.path(&format!("node{account}.log"))).unwrap();
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(w.path(&format!("node{account}.log"))).unwrap();
     let child = std::process::Command::new(node_bin())
         .args(["run", "--data-dir"])
         .arg(w.path(&format!("node{account}")))
-        .args(["--listen", "/ip4/127.0.0.1/tcp/0", "--rpc-url", w.dev.rpc_url(), "--market"])
+        .args(["--listen", &format!("/ip4/127.0.0.1/tcp/{port}"), "--rpc-url", w.dev.rpc_url(), "--market"])
         .arg(format!("{:?}", w.dev.market()))
         .arg("--provider-key-file")
         .arg(&key_file)
         .arg("--addr-file")
         .arg(w.path(&format!("node{account}.addr")))
         .args(["--poll-interval-ms", "200"])
+        .args(args)
         .stdin(Stdio::null())
         .stdout(log.try_clone().unwrap())
         .stderr(log)
         .spawn()
         .unwrap();
-    let mut node = Proc::new(child, &format!("dpor-node {account}"));
+    Proc::new(child, &format!("dpor-node {account}"))
+}
+
+/// Kills node `account` (one of [`EXTRA`]) and starts it again on the same port (the
+/// address registered on chain), with `args`; returns once it listens.
+async fn restart_node(w: &World, nodes: &mut [Proc], account: usize, args: &[&str]) {
+    let pos = EXTRA.iter().position(|&a| a == account).expect("one of our nodes");
+    nodes[pos].kill9();
+    let addr_file = w.path(&format!("node{account}.addr"));
+    let old = std::fs::read_to_string(&addr_file).unwrap();
+    // /ip4/127.0.0.1/tcp/PORT/p2p/…
+    let port: u16 = old.trim().split('/').nth(4).and_then(|p| p.parse().ok()).expect("a port in the address file");
+    std::fs::remove_file(&addr_file).unwrap();
+    nodes[pos] = spawn_node(w, account, port, args);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !addr_file.exists() {
+        assert!(nodes[pos].alive(), "node {account} exited on restart");
+        assert!(Instant::now() < deadline, "node {account} did not listen again within 60 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Starts another node as anvil account `account` (funded first); returns once it is
+/// registered on chain.
+async fn extra_node(w: &World, account: usize) -> Proc {
+    let provider = w.dev.key(account).address();
+    let p = w.client(account).await;
+    p.mint(provider, e18(1_000_000)).await.unwrap();
+    let mut node = spawn_node(w, account, 0, &[]);
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         assert!(node.alive(), "node {account} exited:\n{}", std::fs::read_to_string(w.path(&format!("node{account}.log"))).unwrap_or_default());
@@ -279,6 +305,73 @@ async fn repair_moves_a_lost_shard_to_a_spare_provider_and_restores_full_redunda
         assert_eq!(std::fs::read(&out).unwrap(), file, "byte for byte");
         let used: Vec<u64> = j["shards_used"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
         assert_eq!(used, vec![0, 3]);
+    })
+    .await;
+}
+
+/// A write across shards that one shard's node refuses (it drops every write) stays
+/// an intent with that shard not done; the node then dies for good. `get` leaves the
+/// stale shard out and decodes the new version from the others; `repair` rebuilds the
+/// shard from them (the new version), which completes the write; the checkpoint posts
+/// every shard's digest, and the file reads back as written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_a_lost_shard_never_got_is_read_around_and_completed_by_its_repair() {
+    within(600, async {
+        let w = World::start().await;
+        let mut nodes = Vec::new();
+        for account in EXTRA {
+            nodes.push(extra_node(&w, account).await);
+        }
+        let mut file = pseudo_random(2 * 4096 * 6 + 500, 9);
+        std::fs::write(w.path("f.bin"), &file).unwrap();
+        let dir = w.path("file");
+        let dir_s = dir.to_str().unwrap();
+        let manifest = format!("{:?}", w.dev.manifest());
+        let terms = ["--lambda", "16", "--epochs", "10", "--mint"];
+        let f = w.path("f.bin");
+        let mut args = vec!["put", f.to_str().unwrap(), "--providers", "4", "--data", "2", "--dir", dir_s, "--manifest", &manifest];
+        args.extend_from_slice(&terms);
+        let put = w.dpor(OWNER, &args).await.expect_ok("put 2-of-4");
+        let rec = w.client(OWNER).await.manifest_registry(w.dev.manifest()).get_file(put["file_id"].as_u64().unwrap()).await.unwrap();
+        // The highest shard (2 or 3) on one of our nodes: the write reaches shards 0, 1 first.
+        let (stale, account) = (2..4usize)
+            .rev()
+            .find_map(|i| EXTRA.iter().find(|&&a| w.dev.key(a).address() == rec.shards[i].provider).map(|&a| (i as u64, a)))
+            .expect("shard 2 or 3 is on an extra node");
+        restart_node(&w, &mut nodes, account, &["--misbehave", "drop-writes"]).await;
+
+        // Stripe 0 whole (data shards 0 and 1, both parity shards): the stale shard refuses.
+        let patch = pseudo_random(2 * 4096, 10);
+        std::fs::write(w.path("patch.bin"), &patch).unwrap();
+        let r = w.dpor(OWNER, &["file-write", w.path("patch.bin").to_str().unwrap(), "--offset", "0", "--dir", dir_s]).await;
+        assert!(!r.ok, "the write cannot complete on shard {stale}: {}", r.stdout);
+        assert!(r.stderr.contains("the next command completes it"), "{}", r.stderr);
+        file[..patch.len()].copy_from_slice(&patch);
+        let intent: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("write-intent.json")).unwrap()).unwrap();
+        let undone: Vec<u64> = intent["shards"].as_array().unwrap().iter().filter(|s| s["done"] == false).map(|s| s["shard"].as_u64().unwrap()).collect();
+        assert!(undone.contains(&stale) && undone.iter().all(|&s| s >= 2), "{intent}");
+
+        // The node is lost for good: get reads around it and gives the new version.
+        let pos = EXTRA.iter().position(|&a| a == account).unwrap();
+        nodes[pos].kill9();
+        let (r, out) = get(&w, "around.bin").await;
+        let stderr = r.stderr.clone();
+        let j = r.expect_ok("get with a shard behind the write");
+        assert!(stderr.contains("are not read"), "{stderr}");
+        assert_eq!(std::fs::read(&out).unwrap(), file, "the new version, byte for byte");
+        assert!(!j["shards_used"].as_array().unwrap().iter().any(|s| s.as_u64() == Some(stale)), "{j}");
+
+        // Its repair rebuilds it from the new version and completes the write.
+        let mut args = vec!["repair", "--dir", dir_s];
+        args.extend_from_slice(&terms);
+        let r = w.dpor(OWNER, &args).await.expect_ok("repair of the lost shard");
+        assert!(r["repaired"].as_array().unwrap().iter().any(|x| x["shard"].as_u64() == Some(stale)), "{r}");
+        assert!(!dir.join("write-intent.json").exists(), "the write is complete once the lost shard is rebuilt");
+        let j = w.dpor(OWNER, &["file-checkpoint", "--dir", dir_s]).await.expect_ok("file-checkpoint");
+        assert_eq!(j["checkpoints"].as_array().unwrap().len(), 4, "{j}");
+        let (r, out) = get(&w, "after.bin").await;
+        r.expect_ok("get after the repair");
+        assert_eq!(std::fs::read(&out).unwrap(), file);
     })
     .await;
 }

@@ -548,7 +548,7 @@ pub(crate) async fn fetch_shards(
     }
     let mut got: Vec<Option<Vec<u8>>> = vec![None; record.n as usize];
     let mut have = 0;
-    let mut failed: Vec<String> = skip.iter().map(|i| format!("shard {i}: not asked (being repaired)")).collect();
+    let mut failed: Vec<String> = skip.iter().map(|i| format!("shard {i}: not asked (being repaired, or behind an unfinished write)")).collect();
     loop {
         let joined = match tokio::time::timeout(ctx.timeout, tasks.join_next()).await {
             Ok(Some(j)) => j,
@@ -607,7 +607,7 @@ pub(crate) async fn fetch_shards(
 }
 
 /// Rolls an interrupted write across shards forward (`write::complete_pending`); a note
-/// for the user when it did something.
+/// for the user when it did something. Errors if it cannot (a shard's node unreachable).
 pub(crate) async fn settle_file(ctx: &Ctx, dir: &Path, record: &mut FileDir) -> anyhow::Result<Option<String>> {
     if write::WriteIntent::load(dir)?.is_none() {
         return Ok(None);
@@ -615,6 +615,30 @@ pub(crate) async fn settle_file(ctx: &Ctx, dir: &Path, record: &mut FileDir) -> 
     let key = ctx.key()?;
     let done = write::complete_pending(&ctx.market, ctx.timeout, key, dir, record).await?;
     Ok(done.map(|a| format!("completed an interrupted write: shards {:?}, {} blocks", a.shards_written, a.blocks_written)))
+}
+
+/// For the commands that only read the shards (`get`, and `repair`, which rebuilds from
+/// them): rolls an interrupted write forward if it can; if it cannot (a shard it must
+/// still write is unreachable), returns those shards, which are then not read: they
+/// may hold the old bytes of the stripes the write touched, while every other shard
+/// holds the new ones (or was not touched), so decoding from the others gives the new
+/// version. A note for the user either way.
+pub(crate) async fn settle_or_skip(ctx: &Ctx, dir: &Path, record: &mut FileDir) -> anyhow::Result<(Vec<u16>, Option<String>)> {
+    match settle_file(ctx, dir, record).await {
+        Ok(note) => Ok((Vec::new(), note)),
+        Err(e) => {
+            let Some(intent) = write::WriteIntent::load(dir)? else {
+                return Err(e);
+            };
+            let stale: Vec<u16> = intent.shards.iter().filter(|w| !w.done).map(|w| w.shard).collect();
+            Ok((
+                stale.clone(),
+                Some(format!(
+                    "an interrupted write could not be completed ({e:#}); shards {stale:?} are behind it and are not read (repair them, or run `dpor fsck` once their nodes are back)"
+                )),
+            ))
+        }
+    }
 }
 
 async fn file_write(ctx: &Ctx, dir: &Path, offset: u64, data: &Path) -> anyhow::Result<Output> {
@@ -699,11 +723,12 @@ async fn fsck(ctx: &Ctx, dir: &Path) -> anyhow::Result<Output> {
 async fn get(ctx: &Ctx, dir: &Path, out: &Path) -> anyhow::Result<Output> {
     let started = Instant::now();
     let mut record = FileDir::load(dir)?;
-    if let Some(note) = settle_file(ctx, dir, &mut record).await? {
+    let (stale, note) = settle_or_skip(ctx, dir, &mut record).await?;
+    if let Some(note) = note {
         eprintln!("{note}");
     }
     let geometry = record.geometry()?;
-    let (got, failed) = fetch_shards(ctx, dir, &record, &[]).await?;
+    let (got, failed) = fetch_shards(ctx, dir, &record, &stale).await?;
     let used: Vec<u16> = (0..record.n).filter(|&i| got[i as usize].is_some()).collect();
     let decode_started = Instant::now();
     let mut coder = StripeCoder::new(geometry)?;

@@ -156,8 +156,10 @@ pub async fn repair(ctx: &Ctx, dir: &Path, opts: &RepairOptions) -> anyhow::Resu
     let started = Instant::now();
     let mut record = FileDir::load(dir)?;
     let file_id = record.file_id.context("the file was never recorded in the FileManifest (an unfinished `put`?)")?;
-    // Stripes must agree before any shard is rebuilt from others.
-    if let Some(note) = super::settle_file(ctx, dir, &mut record).await? {
+    // Stripes must agree before any shard is rebuilt from others: an interrupted write
+    // is completed, or the shards it could not reach are left out of the rebuild.
+    let (stale, note) = super::settle_or_skip(ctx, dir, &mut record).await?;
+    if let Some(note) = note {
         eprintln!("{note}");
     }
     for i in &opts.shards {
@@ -200,7 +202,8 @@ pub async fn repair(ctx: &Ctx, dir: &Path, opts: &RepairOptions) -> anyhow::Resu
 
     // The file from k healthy shards, then every shard again with the same code.
     let fetch_started = Instant::now();
-    let (got, _) = fetch_shards(ctx, dir, &record, &bad).await.context("rebuilding from the healthy shards")?;
+    let skip: Vec<u16> = bad.iter().chain(&stale).copied().collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+    let (got, _) = fetch_shards(ctx, dir, &record, &skip).await.context("rebuilding from the healthy shards")?;
     let geometry = record.geometry()?;
     let mut coder = StripeCoder::new(geometry)?;
     let refs: Vec<Option<&[u8]>> = got.iter().map(|g| g.as_deref()).collect();
@@ -232,6 +235,8 @@ pub async fn repair(ctx: &Ctx, dir: &Path, opts: &RepairOptions) -> anyhow::Resu
         rename_state(dir, &state_name, &final_name)?;
         record.shards[i as usize] = ShardFile { index: i, deal, provider, state: final_name };
         record.save(dir)?;
+        // Rebuilt from the new version: its part of an unfinished write is done.
+        super::write::mark_replaced(dir, &mut record, i)?;
         health.unreachable_since.remove(&i);
         health.save(dir)?;
         let secs = upload_started.elapsed().as_secs_f64();

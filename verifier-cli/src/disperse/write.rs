@@ -19,8 +19,11 @@
 //! `file-checkpoint` or `fsck`) rolls an interrupted write forward: it writes the
 //! shards not marked done, each after its own deal's intent is settled
 //! (`owner::recover`), and removes the intent. A crash before the intent is saved
-//! changes nothing (the write is rolled back, in effect). Until the intent is gone,
-//! `get` and `repair` refuse to decode from the shards.
+//! changes nothing (the write is rolled back, in effect). If a shard still to write is
+//! unreachable, `get` and `repair` leave it out (every other shard holds the new
+//! version or was not touched, so they decode the new version), and a repair that
+//! rebuilds it marks its part done ([`mark_replaced`]); `file-write` and
+//! `file-checkpoint` refuse until the write is complete.
 //!
 //! The file's length is fixed (recorded in the on-chain manifest, which has no call to
 //! change it): a write must end within it.
@@ -196,14 +199,15 @@ pub struct Applied {
     pub blocks_written: u64,
 }
 
-/// Applies `intent` (saved in `dir`) to the shards not yet done, in shard order: each
-/// shard's unfinished request is settled first, then its blocks go as batches, then it
-/// is marked done in the saved intent. With `stop_after = Some(m)`, stops after m
-/// shards (tests: the state a crash between shards leaves). When every shard is done,
-/// the intent is removed and the shards are added to the file's shards to checkpoint.
+/// Applies `intent` (saved in `dir`) to the shards not yet done that are in `shards`,
+/// in shard order: each shard's unfinished request is settled first, then its blocks go
+/// as batches, then it is marked done in the saved intent. With `stop_after = Some(m)`,
+/// stops after m shards (tests: the state a crash between shards leaves). When every
+/// shard is done, the intent is removed and the shards are added to the file's shards
+/// to checkpoint.
 ///
-/// Errors: a shard missing from `shards` or failing its writes (the intent stays: the
-/// next command continues from there).
+/// Errors: a shard failing its writes, or shards of the intent not in `shards` left
+/// undone (the intent stays, with what was done marked: the next command continues).
 pub async fn apply(
     dir: &Path,
     record: &mut FileDir,
@@ -213,6 +217,7 @@ pub async fn apply(
     stop_after: Option<usize>,
 ) -> anyhow::Result<Applied> {
     let mut applied = Applied { shards_written: Vec::new(), blocks_written: 0 };
+    let mut failures = Vec::new();
     for w in 0..intent.shards.len() {
         if intent.shards[w].done {
             continue;
@@ -221,18 +226,36 @@ pub async fn apply(
             return Ok(applied);
         }
         let i = intent.shards[w].shard;
-        let link = shards.iter_mut().find(|s| s.index == i).with_context(|| format!("shard {i} is not reachable"))?;
+        let Some(link) = shards.iter_mut().find(|s| s.index == i) else {
+            continue; // not reachable now: left for a later command (or a repair)
+        };
         let auth = OwnerAuth { key, chain_id: link.state.chain_id, market: link.state.market, deal: link.state.deal };
-        crate::owner::recover::recover(&link.node, &auth, &mut link.state)
-            .await
-            .with_context(|| format!("settling shard {i}'s previous request"))?;
         let writes: Vec<(u64, Vec<u8>)> = intent.shards[w].blocks.iter().map(|(s, b)| (*s, b.to_vec())).collect();
-        batch::write_many(&link.node, &auth, &mut link.state, &writes).await.with_context(|| format!("writing shard {i}"))?;
+        let result = async {
+            crate::owner::recover::recover(&link.node, &auth, &mut link.state)
+                .await
+                .with_context(|| format!("settling shard {i}'s previous request"))?;
+            batch::write_many(&link.node, &auth, &mut link.state, &writes).await.with_context(|| format!("writing shard {i}"))
+        }
+        .await;
         link.state.persist()?;
+        if let Err(e) = result {
+            // The other shards still get their part; this one stays in the intent.
+            failures.push(format!("{e:#}"));
+            continue;
+        }
         intent.shards[w].done = true;
         intent.save(dir)?;
         applied.shards_written.push(i);
         applied.blocks_written += writes.len() as u64;
+    }
+    let left: Vec<u16> = intent.shards.iter().filter(|w| !w.done).map(|w| w.shard).collect();
+    if !left.is_empty() {
+        anyhow::bail!(
+            "the write is done on shards {:?} but not on {left:?} ({}): the next command completes it",
+            intent.shards.iter().filter(|w| w.done).map(|w| w.shard).collect::<Vec<_>>(),
+            if failures.is_empty() { "not reachable".to_string() } else { failures.join("; ") }
+        );
     }
     for w in &intent.shards {
         if !record.dirty.contains(&w.shard) {
@@ -243,6 +266,33 @@ pub async fn apply(
     record.save(dir)?;
     WriteIntent::remove(dir)?;
     Ok(applied)
+}
+
+/// Shard `shard` was rebuilt from the others and placed anew (`repair`): it holds the
+/// new version, so its part of an unfinished write in `dir` is done. When no part is
+/// left, the write is complete: its shards wait for their checkpoint and the intent is
+/// removed. Returns whether the intent named the shard.
+pub fn mark_replaced(dir: &Path, record: &mut FileDir, shard: u16) -> anyhow::Result<bool> {
+    let Some(mut intent) = WriteIntent::load(dir)? else {
+        return Ok(false);
+    };
+    let Some(w) = intent.shards.iter_mut().find(|w| w.shard == shard && !w.done) else {
+        return Ok(false);
+    };
+    w.done = true;
+    if intent.shards.iter().all(|w| w.done) {
+        for w in &intent.shards {
+            if !record.dirty.contains(&w.shard) {
+                record.dirty.push(w.shard);
+            }
+        }
+        record.dirty.sort_unstable();
+        record.save(dir)?;
+        WriteIntent::remove(dir)?;
+    } else {
+        intent.save(dir)?;
+    }
+    Ok(true)
 }
 
 /// Loads the owner states of `indices` from `dir` and dials their providers.
@@ -280,6 +330,12 @@ pub async fn complete_pending(
         return Ok(None);
     };
     let todo: Vec<u16> = intent.shards.iter().filter(|w| !w.done).map(|w| w.shard).collect();
-    let mut links = link_shards(market, timeout, dir, record, &todo).await.context("completing an interrupted write across shards")?;
+    // Every shard that answers is written; the others stay in the intent.
+    let mut links = Vec::new();
+    for i in todo {
+        if let Ok(mut l) = link_shards(market, timeout, dir, record, &[i]).await {
+            links.append(&mut l);
+        }
+    }
     Ok(Some(apply(dir, record, intent, &mut links, key, None).await.context("completing an interrupted write across shards")?))
 }
