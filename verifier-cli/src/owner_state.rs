@@ -533,32 +533,8 @@ mod tests {
     use super::*;
 
     fn state(path: Option<PathBuf>) -> OwnerState {
-        OwnerState {
-            deal: 1,
-            chain_id: 31337,
-            market: Address::ZERO,
-            provider: Address::ZERO,
-            seed: B256::repeat_byte(1),
-            num_blocks: 4,
-            block_bytes: 64,
-            lambda: 8,
-            file_bytes: 0,
-            nonce: 0,
-            uploaded: false,
-            write_count: 0,
-            rebuild_count: 0,
-            root_u: B256::ZERO,
-            c: None,
-            levels: Vec::new(),
-            digest_version: 0,
-            cache_levels: 2,
-            pending: None,
-            block_cache_levels: 0,
-            recent: Vec::new(),
-            deferred_failure: None,
-            path,
-            stashed: Vec::new(),
-        }
+        let params = DealParams { deal: 1, chain_id: 31337, market: Address::ZERO, provider: Address::ZERO, num_blocks: 4, block_bytes: 64, lambda: 8 };
+        OwnerState { path, ..OwnerState::new(params, B256::repeat_byte(1), 2, 0) }
     }
 
     #[test]

@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use dpor_cli::node_client::{NodeClient, OwnerAuth};
 use dpor_cli::owner::extract::{extract_with, ExtractOptions, RunPresence};
 use dpor_cli::owner::flows;
-use dpor_cli::owner_state::OwnerState;
+use dpor_cli::owner_state::{DealParams, OwnerState};
 use dpor_core::state::RunId;
 use dpor_core::BlockFormat;
 use dpor_node::handler::{ChainDeal, DealLookup, NodeHandler};
@@ -85,32 +85,9 @@ async fn node() -> Node {
 /// the situation of a spot-check that missed the wrong blocks (at N = 256 one wrong
 /// block escapes 128 samples with probability 78%).
 fn state(market: Address, lambda: u32) -> OwnerState {
-    OwnerState {
-        deal: 1,
-        chain_id: CHAIN,
-        market,
-        provider: Address::ZERO,
-        seed: B256::repeat_byte(3),
-        num_blocks: N,
-        block_bytes: BETA,
-        lambda,
-        file_bytes: 0,
-        nonce: 0,
-        uploaded: false,
-        write_count: 0,
-        rebuild_count: 0,
-        root_u: B256::ZERO,
-        c: None,
-        levels: Vec::new(),
-        digest_version: 0,
-        cache_levels: 2, // levels 0–1 from the cache, C and level 2 from σ̃ on the node
-        pending: None,
-        path: None,
-        stashed: Vec::new(),
-        block_cache_levels: 0,
-        recent: Vec::new(),
-        deferred_failure: None,
-    }
+    let params = DealParams { deal: 1, chain_id: CHAIN, market, provider: Address::ZERO, num_blocks: N, block_bytes: BETA, lambda };
+    // Checksum cache of 2 levels: levels 0–1 from the cache, C and level 2 from σ̃ on the node.
+    OwnerState::new(params, B256::repeat_byte(3), 2, 0)
 }
 
 /// Uploads a random file and writes N + 7 blocks (one C-rebuild, then levels 0, 1

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use dpor_cli::node_client::{NodeClient, OwnerAuth};
 use dpor_cli::owner::flows;
 use dpor_cli::owner::secret_audit::secret_audit;
-use dpor_cli::owner_state::OwnerState;
+use dpor_cli::owner_state::{DealParams, OwnerState};
 use dpor_core::audit::{audit_plan, verify_audit, RunResponse, SampleResponse};
 use dpor_core::{BlockFormat, RunTag};
 use dpor_node::handler::{ChainDeal, DealLookup, Misbehavior, NodeHandler};
@@ -73,32 +73,8 @@ async fn node(n: u64, beta: u32, modes: &[Misbehavior]) -> Node {
 }
 
 fn state(n: u64, beta: u32, market: Address, lambda: u32, cache_levels: u32) -> OwnerState {
-    OwnerState {
-        deal: 1,
-        chain_id: CHAIN,
-        market,
-        provider: Address::ZERO,
-        seed: B256::repeat_byte(0x31),
-        num_blocks: n,
-        block_bytes: beta,
-        lambda,
-        file_bytes: 0,
-        nonce: 0,
-        uploaded: false,
-        write_count: 0,
-        rebuild_count: 0,
-        root_u: B256::ZERO,
-        c: None,
-        levels: Vec::new(),
-        digest_version: 0,
-        cache_levels,
-        pending: None,
-        path: None,
-        stashed: Vec::new(),
-        block_cache_levels: 0,
-        recent: Vec::new(),
-        deferred_failure: None,
-    }
+    let params = DealParams { deal: 1, chain_id: CHAIN, market, provider: Address::ZERO, num_blocks: n, block_bytes: beta, lambda };
+    OwnerState::new(params, B256::repeat_byte(0x31), cache_levels, 0)
 }
 
 /// The public audit of the owner's current state (as `script/bench` runs it):
