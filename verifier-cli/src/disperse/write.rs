@@ -257,6 +257,13 @@ pub async fn apply(
             if failures.is_empty() { "not reachable".to_string() } else { failures.join("; ") }
         );
     }
+    finish(dir, record, &intent)?;
+    Ok(applied)
+}
+
+/// A write done on every shard: its shards wait for their checkpoint (`file.json`
+/// `dirty`), and the intent goes.
+fn finish(dir: &Path, record: &mut FileDir, intent: &WriteIntent) -> anyhow::Result<()> {
     for w in &intent.shards {
         if !record.dirty.contains(&w.shard) {
             record.dirty.push(w.shard);
@@ -264,8 +271,7 @@ pub async fn apply(
     }
     record.dirty.sort_unstable();
     record.save(dir)?;
-    WriteIntent::remove(dir)?;
-    Ok(applied)
+    WriteIntent::remove(dir)
 }
 
 /// Shard `shard` was rebuilt from the others and placed anew (`repair`): it holds the
@@ -281,14 +287,7 @@ pub fn mark_replaced(dir: &Path, record: &mut FileDir, shard: u16) -> anyhow::Re
     };
     w.done = true;
     if intent.shards.iter().all(|w| w.done) {
-        for w in &intent.shards {
-            if !record.dirty.contains(&w.shard) {
-                record.dirty.push(w.shard);
-            }
-        }
-        record.dirty.sort_unstable();
-        record.save(dir)?;
-        WriteIntent::remove(dir)?;
+        finish(dir, record, &intent)?;
     } else {
         intent.save(dir)?;
     }

@@ -26,8 +26,7 @@ use crate::node_client::{NodeClient, OwnerAuth};
 use crate::owner_state::OwnerState;
 use alloy_primitives::B256;
 use anyhow::{ensure, Context};
-use dpor_core::merkle::{self, MerkleTree};
-use dpor_proto::messages::batch_len;
+use dpor_core::merkle;
 use indicatif::ProgressBar;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -143,26 +142,11 @@ pub fn sync_writes(beta: usize, old_roots: &[B256], new_file: &[u8]) -> anyhow::
 }
 
 /// The chunk-tree roots of all N blocks of U as the node holds them, checked against
-/// the owner's rootU (the node's `ULeaves`, 64 bytes per block on the wire).
+/// the owner's rootU ([`super::flows::verified_u_leaves`]).
 ///
 /// Errors: the node unreachable or refusing; leaves that do not give rootU.
 pub async fn verified_block_roots(node: &NodeClient, state: &OwnerState) -> anyhow::Result<Vec<B256>> {
-    let n = state.num_blocks;
-    let per = batch_len(64);
-    let mut roots = Vec::with_capacity(n as usize);
-    let mut leaves = Vec::with_capacity(n as usize);
-    let mut start = 0;
-    while start < n {
-        let count = per.min(n - start);
-        for (j, (root, sealed)) in node.u_leaves(state.deal, start, count).await?.into_iter().enumerate() {
-            leaves.push(merkle::u_leaf(start + j as u64, &root, &sealed.0));
-            roots.push(root);
-        }
-        start += count;
-    }
-    let got = MerkleTree::new(leaves).context("U tree")?.root();
-    ensure!(got == state.root_u, "the node's U leaves give root {got}, the owner's rootU is {}", state.root_u);
-    Ok(roots)
+    Ok(super::flows::verified_u_leaves(node, state).await?.into_iter().map(|(root, _)| root).collect())
 }
 
 /// What an edit did.

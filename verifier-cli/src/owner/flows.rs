@@ -391,25 +391,34 @@ pub(crate) async fn level_sigma(node: &NodeClient, state: &OwnerState, keys: &Ow
     Ok((out, size))
 }
 
-/// The σ of all of U, from σ̃_U the node returns, checked against rootU.
-pub(crate) async fn u_sigma(node: &NodeClient, state: &OwnerState, keys: &OwnerKeys) -> anyhow::Result<Vec<Fp>> {
+/// U's leaves as the node holds them, (block root, σ̃_U) for all N blocks, checked
+/// against the owner's rootU (`ULeaves`, 64 bytes per block on the wire).
+///
+/// Errors: the node unreachable or refusing; leaves that do not give rootU.
+pub async fn verified_u_leaves(node: &NodeClient, state: &OwnerState) -> anyhow::Result<Vec<(B256, B256)>> {
     let n = state.num_blocks;
     let per = batch_len(64);
+    let mut parts = Vec::with_capacity(n as usize);
     let mut leaves = Vec::with_capacity(n as usize);
-    let mut sealed = Vec::with_capacity(n as usize);
     let mut start = 0;
     while start < n {
         let count = per.min(n - start);
         for (j, (root, s)) in node.u_leaves(state.deal, start, count).await?.into_iter().enumerate() {
             leaves.push(merkle::u_leaf(start + j as u64, &root, &s.0));
-            sealed.push(s);
+            parts.push((root, s));
         }
         start += count;
     }
     let root = MerkleTree::new(leaves).context("U tree")?.root();
     ensure!(root == state.root_u, "the node's U leaves give root {root}, the owner's rootU is {}", state.root_u);
-    let mut out = Vec::with_capacity(n as usize * RHO);
-    for (i, s) in sealed.iter().enumerate() {
+    Ok(parts)
+}
+
+/// The σ of all of U, from σ̃_U the node returns, checked against rootU.
+pub(crate) async fn u_sigma(node: &NodeClient, state: &OwnerState, keys: &OwnerKeys) -> anyhow::Result<Vec<Fp>> {
+    let parts = verified_u_leaves(node, state).await?;
+    let mut out = Vec::with_capacity(parts.len() * RHO);
+    for (i, (_, s)) in parts.iter().enumerate() {
         out.extend_from_slice(&keys.open(Place::U { index: i as u64 }, &s.0).with_context(|| format!("σ̃_U of block {i}"))?);
     }
     Ok(out)
