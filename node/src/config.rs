@@ -47,11 +47,21 @@ pub struct NodeConfig {
     /// across all peers: an operator's bandwidth budget (as Storj and Sia hosts set
     /// one); none by default. Audits, proofs and owner writes are not paced.
     pub serve_rate_bytes_per_sec: Option<u64>,
+    /// Deamortized rebuilds (§6.1; docs/SCHEME.md §10.3): a write that would build a
+    /// run of at least this many coded blocks is acknowledged first and the run built
+    /// in the background. 0 builds every run inside its write. Default
+    /// [`DEFAULT_DEFER_FROM_BLOCKS`].
+    pub defer_from_blocks: u64,
     /// Testing only (cargo feature `testing`; not a key of a normal build): answer
     /// audits like a cheating node (see `handler::Misbehavior`).
     #[cfg(feature = "testing")]
     pub misbehave: crate::handler::Misbehavior,
 }
+
+/// Runs of at least 2^12 coded blocks (levels ℓ ≥ 11 and C of files of ≥ 2^11 blocks,
+/// 8 MiB at β = 4 KiB) are built in the background: a smaller run is built inside its
+/// write in well under the 100 ms write-latency target (docs/PERFORMANCE.md).
+pub const DEFAULT_DEFER_FROM_BLOCKS: u64 = 1 << 12;
 
 impl Default for NodeConfig {
     fn default() -> Self {
@@ -74,6 +84,7 @@ impl Default for NodeConfig {
             quota_bytes: None,
             request_timeout_secs: 300,
             serve_rate_bytes_per_sec: None,
+            defer_from_blocks: DEFAULT_DEFER_FROM_BLOCKS,
             #[cfg(feature = "testing")]
             misbehave: crate::handler::Misbehavior::None,
         }

@@ -214,6 +214,10 @@ impl NodeHandler {
                 let view = self.blocking(move |s| s.view(deal)).await?;
                 Ok(Response::Status(status(&view)))
             }
+            Request::Built { deal } => {
+                let view = self.blocking(move |s| s.settle(deal).and_then(|()| s.view(deal))).await?;
+                Ok(Response::Status(status(&view)))
+            }
             Request::Read { deal, index } => {
                 let (mut block, sealed, path) = self.blocking(move |s| s.read(deal, index)).await?;
                 if self.misbehavior == Misbehavior::WrongBlock {

@@ -58,6 +58,10 @@ struct RunArgs {
     /// Serve bulk reads (downloads, coded runs) at most this fast, bytes per second.
     #[arg(long, value_name = "BYTES_PER_SEC")]
     serve_rate: Option<u64>,
+    /// Build runs of at least this many coded blocks in the background, after the
+    /// write is acknowledged (deamortized rebuilds); 0 builds every run inside its write.
+    #[arg(long, value_name = "CODED_BLOCKS")]
+    defer_from_blocks: Option<u64>,
     /// Testing only (cargo feature `testing`): cheat on audits (none, wrong-block,
     /// stale-level, other-deal), commit wrong coded blocks (commit-wrong), or keep only
     /// half of every coded block, for audits and epoch proofs alike (partial-blocks).
@@ -152,6 +156,9 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     if let Some(v) = args.serve_rate {
         config.serve_rate_bytes_per_sec = Some(v);
+    }
+    if let Some(v) = args.defer_from_blocks {
+        config.defer_from_blocks = v;
     }
     config.validate()?;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("tokio runtime")?;

@@ -90,6 +90,8 @@ pub struct RunningNode {
     /// The provider account.
     pub provider: Address,
     server: net::ServerHandle,
+    /// Builds deferred runs in the background; stopped when the node stops.
+    _builder: crate::store::Builder,
     shutdown: tokio::sync::watch::Sender<bool>,
     agent: tokio::task::JoinHandle<()>,
 }
@@ -114,9 +116,13 @@ pub async fn start(config: &NodeConfig) -> anyhow::Result<RunningNode> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create the data dir {}", config.data_dir.display()))?;
     let store = Arc::new(
-        Store::open(&config.data_dir.join("store"), StoreConfig { quota_bytes: config.quota_bytes })
+        Store::open(&config.data_dir.join("store"), StoreConfig {
+            quota_bytes: config.quota_bytes,
+            defer_from_blocks: (config.defer_from_blocks > 0).then_some(config.defer_from_blocks),
+        })
             .context("cannot open the store")?,
     );
+    let builder = crate::store::Builder::start(&store);
     let keypair = net::load_or_create_keypair(&config.data_dir.join("p2p.key")).context("libp2p key")?;
     let key = dpor_chain::parse_key(&config.provider_key_hex()?).context("provider key")?;
     let market_addr: Address = config.market.parse().with_context(|| format!("bad market address {:?}", config.market))?;
@@ -170,5 +176,5 @@ pub async fn start(config: &NodeConfig) -> anyhow::Result<RunningNode> {
     let misbehave = crate::handler::Misbehavior::None;
     let agent = ChainAgent::new(market, Arc::new(StoreRuns(store, misbehave)), agent_config);
     let agent = tokio::spawn(agent.run(rx));
-    Ok(RunningNode { peer_id, addrs, provider, server, shutdown, agent })
+    Ok(RunningNode { peer_id, addrs, provider, server, _builder: builder, shutdown, agent })
 }

@@ -49,7 +49,7 @@ impl Fixture {
         let owner = PrivateKeySigner::random();
         let provider = PrivateKeySigner::random();
         let market = Address::repeat_byte(0x42);
-        let store = Arc::new(Store::open(&dir.path().join("store"), StoreConfig { quota_bytes: quota }).unwrap());
+        let store = Arc::new(Store::open(&dir.path().join("store"), StoreConfig { quota_bytes: quota, ..Default::default() }).unwrap());
         let deal = ChainDeal { owner: owner.address(), provider: provider.address(), num_blocks: N, block_bytes: BETA as u32, active: true };
         let other = ChainDeal { provider: Address::repeat_byte(1), ..deal.clone() };
         let handler = NodeHandler::new(store, Arc::new(Deals(vec![(1, deal), (2, other)])), Arc::new(ProviderSigner::new(provider, CHAIN, market)));

@@ -140,7 +140,7 @@ fn quota_refuses_without_corrupting() {
     let dir = tmp.path();
     // A store too small for the upload at all.
     {
-        let store = Store::open(dir, StoreConfig { quota_bytes: Some(1000) }).unwrap();
+        let store = Store::open(dir, StoreConfig { quota_bytes: Some(1000), ..Default::default() }).unwrap();
         rejected(&store, dir, |s| s.upload_begin(params(), 1), |e| matches!(e, StoreError::DiskFull { .. }));
         assert!(store.deals().is_empty());
     }
@@ -152,7 +152,7 @@ fn quota_refuses_without_corrupting() {
     drop(store);
     // Exactly the current usage plus less than a level-1 run: the write is refused.
     let usage = Store::open(dir, StoreConfig::default()).unwrap().disk_usage().unwrap();
-    let store = Store::open(dir, StoreConfig { quota_bytes: Some(usage + 100) }).unwrap();
+    let store = Store::open(dir, StoreConfig { quota_bytes: Some(usage + 100), ..Default::default() }).unwrap();
     for nonce in [5, 6] {
         rejected(&store, dir, |s| s.write(DEAL, nonce, 1, vec![1; BETA], [1; 32]).map(|_| ()), |e| {
             matches!(e, StoreError::DiskFull { needed, available } if needed > available)
@@ -164,7 +164,7 @@ fn quota_refuses_without_corrupting() {
     store.check_cosign(DEAL, &digest_of(&before, 1)).unwrap();
     drop(store);
     // With room again, the same write goes through and later ones too.
-    let store = Store::open(dir, StoreConfig { quota_bytes: Some(usage + 1_000_000) }).unwrap();
+    let store = Store::open(dir, StoreConfig { quota_bytes: Some(usage + 1_000_000), ..Default::default() }).unwrap();
     assert_eq!(store.view(DEAL).unwrap().write_count, 1);
     for (i, nonce) in (5..15).enumerate() {
         store.write(DEAL, nonce, i as u64 % N, vec![i as u8; BETA], [3; 32]).unwrap();

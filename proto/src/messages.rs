@@ -126,6 +126,14 @@ pub enum Request {
         /// The deal.
         deal: u64,
     },
+    /// Public: [`Request::Status`] once every run of the deal's current state is built:
+    /// the node first finishes the builds it deferred (deamortized rebuilds, §6.1;
+    /// docs/SCHEME.md §10.3), whose roots read zero in a plain `Status`. What the owner
+    /// asks before it checks those runs or signs a digest. Answer: [`Response::Status`].
+    Built {
+        /// The deal.
+        deal: u64,
+    },
     /// Public: Read(i) (§6): U's block `index` with σ̃_U and its U path. Answer:
     /// [`Response::Block`].
     Read {
@@ -278,6 +286,7 @@ impl Request {
     pub fn kind(&self) -> &'static str {
         match self {
             Request::Status { .. } => "status",
+            Request::Built { .. } => "built",
             Request::Read { .. } => "read",
             Request::UPath { .. } => "u-path",
             Request::UPaths { .. } => "u-paths",

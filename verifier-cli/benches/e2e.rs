@@ -189,7 +189,7 @@ async fn run(quick: bool) -> String {
     let provider_key = PrivateKeySigner::random();
     let market = Address::repeat_byte(0x42);
     let chain_id = 31337;
-    let store = Arc::new(Store::open(&tmp.path().join("store"), StoreConfig { quota_bytes: None }).unwrap());
+    let store = Arc::new(Store::open(&tmp.path().join("store"), StoreConfig::default()).unwrap());
     let deal = ChainDeal { owner: owner_key.address(), provider: provider_key.address(), num_blocks: n, block_bytes: beta as u32, active: true };
     let signer = Arc::new(ProviderSigner::new(provider_key, chain_id, market));
     let handler = Arc::new(NodeHandler::new(store.clone(), Arc::new(FixedDeal(deal)), signer));
@@ -312,7 +312,7 @@ async fn run(quick: bool) -> String {
     state.lambda = 128;
     let warm = gen_writes(0x3a11);
     batch::write_batch(&node, &auth, &mut state, &warm[..300]).await.unwrap();
-    batch::verify_deferred(&node, &mut state).await.unwrap();
+    batch::verify_deferred(&node, &auth, &mut state).await.unwrap();
     let (s0, r0) = node.traffic();
     let t = Instant::now();
     let mut version = 1;
@@ -325,7 +325,7 @@ async fn run(quick: bool) -> String {
         done += chunk.len() as u64;
         if done / checkpoint_every > before / checkpoint_every || done == batch_writes {
             let tc = Instant::now();
-            let d = batch::verify_deferred(&node, &mut state).await.unwrap();
+            let d = batch::verify_deferred(&node, &auth, &mut state).await.unwrap();
             recomputed += d.recomputed.len();
             spot_checked += d.spot_checked.len();
             samples += d.samples;
@@ -355,7 +355,7 @@ async fn run(quick: bool) -> String {
         batch::write_batch(&node, &auth, &mut state, &[(i, block)]).await.unwrap();
         latencies.push(t.elapsed().as_secs_f64());
         if (w + 1) % checkpoint_every == 0 {
-            batch::verify_deferred(&node, &mut state).await.unwrap();
+            batch::verify_deferred(&node, &auth, &mut state).await.unwrap();
         }
     }
     assert_eq!(state.rebuild_count, rebuilds_before + 1, "N writes cross exactly one C-rebuild");

@@ -104,6 +104,15 @@ impl NodeClient {
         }
     }
 
+    /// The deal's status once every run of its current state is built (the node
+    /// finishes deferred rebuilds first): roots to check and sign.
+    pub async fn built(&self, deal: u64) -> anyhow::Result<DealStatus> {
+        match self.call(Request::Built { deal }).await? {
+            Response::Status(s) => Ok(s),
+            other => unexpected("built", &other),
+        }
+    }
+
     /// What became of the owner request with `nonce` (crash recovery).
     pub async fn outcome(&self, deal: u64, nonce: u64) -> anyhow::Result<WireOutcome> {
         match self.call(Request::Outcome { deal, nonce }).await? {

@@ -59,6 +59,26 @@ pub struct PendingWrite {
     pub sealed_u: B256,
 }
 
+/// The checksums σ_U(i) as of a C-rebuild of the blocks written since: block index →
+/// ρ canonical field values ([`OwnerState::c_snapshot`]).
+pub type CSnapshot = std::collections::BTreeMap<u64, Vec<u64>>;
+
+/// [`CSnapshot`] in JSON as a list of `[index, σ]` pairs: a map with integer keys
+/// would become string keys, which serde cannot read back inside the internally
+/// tagged [`Pending`] (it buffers the content and no longer converts "0" to 0).
+mod snapshot_pairs {
+    use super::CSnapshot;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<CSnapshot>, s: S) -> Result<S::Ok, S::Error> {
+        v.as_ref().map(|m| m.iter().collect::<Vec<_>>()).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<CSnapshot>, D::Error> {
+        Ok(Option::<Vec<(u64, Vec<u64>)>>::deserialize(d)?.map(|v| v.into_iter().collect()))
+    }
+}
+
 /// An owner request sent (or about to be sent) whose outcome is not yet in the state,
 /// or a step still to finish (see the module docs and `owner::recover`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -100,6 +120,9 @@ pub enum Pending {
         /// changes it (a byte-range write past the end, a sync: `owner::edit`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         file_bytes: Option<u64>,
+        /// [`OwnerState::c_snapshot`] once the batch is committed.
+        #[serde(default, skip_serializing_if = "Option::is_none", with = "snapshot_pairs")]
+        c_snapshot: Option<CSnapshot>,
         /// As for [`Pending::Write`].
         #[serde(default, skip_serializing_if = "Option::is_none")]
         rejected: Option<String>,
@@ -204,6 +227,12 @@ pub struct OwnerState {
     /// the node misbehaved, and the owner signs no digest from then on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deferred_failure: Option<String>,
+    /// While C's checksums are not computed yet (a batch crossed a C-rebuild; they are
+    /// computed when C is checked, [`crate::owner::batch::verify_deferred`]): the
+    /// checksums σ_U(i), as of that C-rebuild, of every block i written since (ρ
+    /// canonical values each). `None` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "snapshot_pairs")]
+    pub c_snapshot: Option<CSnapshot>,
     /// Where the state is saved ([`OwnerState::persist`]); `None` keeps it in memory
     /// only (tests, benchmarks).
     #[serde(skip)]
@@ -262,6 +291,7 @@ impl OwnerState {
             block_cache_levels,
             recent: Vec::new(),
             deferred_failure: None,
+            c_snapshot: None,
             path: None,
             stashed: Vec::new(),
         }
@@ -561,6 +591,28 @@ mod tests {
         let mut back = back;
         back.drop_sigma();
         assert!(!side.exists());
+    }
+
+    #[test]
+    fn a_c_snapshot_survives_a_reload_in_the_state_and_in_a_pending_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("owner.json");
+        let mut s = state(Some(path.clone()));
+        let snap: CSnapshot = [(0u64, vec![1u64, 2]), (3, vec![7, 9])].into_iter().collect();
+        s.c_snapshot = Some(snap.clone());
+        s.pending = Some(Pending::WriteBatch {
+            nonce: 5,
+            writes: vec![],
+            new_root_u: B256::repeat_byte(2),
+            runs: vec![WireRun { tag: 0, built_at: 8 }],
+            file_bytes: None,
+            c_snapshot: Some(snap.clone()),
+            rejected: None,
+        });
+        s.persist().unwrap();
+        let back = OwnerState::load(&path).unwrap();
+        assert_eq!(back.c_snapshot, Some(snap));
+        assert_eq!(back.pending, s.pending);
     }
 
     #[test]

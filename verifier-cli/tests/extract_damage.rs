@@ -65,7 +65,7 @@ async fn node() -> Node {
     let owner = PrivateKeySigner::random();
     let provider = PrivateKeySigner::random();
     let market = Address::repeat_byte(0x42);
-    let store = Arc::new(Store::open(&dir.path().join("store"), StoreConfig { quota_bytes: None }).unwrap());
+    let store = Arc::new(Store::open(&dir.path().join("store"), StoreConfig::default()).unwrap());
     let deal = ChainDeal { owner: owner.address(), provider: provider.address(), num_blocks: N, block_bytes: BETA, active: true };
     let handler = NodeHandler::new(store.clone(), Arc::new(Deals(deal)), Arc::new(ProviderSigner::new(provider, CHAIN, market)));
     let server = net::serve(

@@ -100,7 +100,7 @@ async fn a_rejected_write_leaves_the_owner_on_its_previous_state_whose_runs_the_
     let owner = PrivateKeySigner::random();
     let provider = PrivateKeySigner::random();
     let market = Address::repeat_byte(0x42);
-    let store = Arc::new(Store::open(&dir.path().join("store"), StoreConfig { quota_bytes: None }).unwrap());
+    let store = Arc::new(Store::open(&dir.path().join("store"), StoreConfig::default()).unwrap());
     let deal = ChainDeal { owner: owner.address(), provider: provider.address(), num_blocks: n, block_bytes: beta, active: true };
     let signer = Arc::new(ProviderSigner::new(provider, CHAIN, market));
     let mut clients = Vec::new();
@@ -177,7 +177,7 @@ async fn batches_of_writes_match_a_plain_array_and_pass_the_deferred_checks() {
         assert_eq!(st.root_u, node.client.status(1).await.unwrap().root_u, "round {round}");
         assert!(st.runs().iter().any(|(e, _)| e.unchecked), "round {round}: the new runs wait for the checkpoint");
         if round % 3 == 2 {
-            let d = batch::verify_deferred(&node.client, &mut st).await.unwrap();
+            let d = batch::verify_deferred(&node.client, &auth, &mut st).await.unwrap();
             recomputed += d.recomputed.len();
             spot += d.spot_checked.len();
             assert!(st.runs().iter().all(|(e, _)| !e.unchecked), "round {round}");
@@ -197,7 +197,7 @@ async fn batches_of_writes_match_a_plain_array_and_pass_the_deferred_checks() {
     }
     assert!(st.rebuild_count >= 2, "the batches crossed C-rebuilds ({})", st.rebuild_count);
     assert!(recomputed > 0 && spot > 0, "both kinds of deferred check ran: {recomputed} recomputed, {spot} spot-checked");
-    batch::verify_deferred(&node.client, &mut st).await.unwrap();
+    batch::verify_deferred(&node.client, &auth, &mut st).await.unwrap();
     st.file_bytes = model.len() as u64;
     assert_eq!(flows::download(&node.client, &st, None).await.unwrap(), model);
     let (ext, _) = flows::extract(&node.client, &st, None).await.unwrap();
@@ -221,7 +221,7 @@ async fn a_run_corrupted_between_checkpoints_is_caught_at_the_checkpoint() {
         let owner = PrivateKeySigner::random();
         let provider = PrivateKeySigner::random();
         let market = Address::repeat_byte(0x42);
-        let store = Arc::new(Store::open(&dir.path().join("store"), StoreConfig { quota_bytes: None }).unwrap());
+        let store = Arc::new(Store::open(&dir.path().join("store"), StoreConfig::default()).unwrap());
         let deal = ChainDeal { owner: owner.address(), provider: provider.address(), num_blocks: n, block_bytes: beta, active: true };
         let handler = NodeHandler::new(store.clone(), Arc::new(Deals(vec![deal])), Arc::new(ProviderSigner::new(provider, CHAIN, market)));
         let server = net::serve(
@@ -255,7 +255,7 @@ async fn a_run_corrupted_between_checkpoints_is_caught_at_the_checkpoint() {
         assert_eq!(st.levels.iter().flatten().count(), 1, "only level 3 is filled");
         let level3 = st.levels[3].clone().unwrap();
         assert!(level3.unchecked);
-        let verdict = batch::verify_deferred(&client, &mut st).await;
+        let verdict = batch::verify_deferred(&client, &auth, &mut st).await;
         if !cheat {
             verdict.unwrap();
             assert!(!st.levels[3].as_ref().unwrap().unchecked);
@@ -265,7 +265,7 @@ async fn a_run_corrupted_between_checkpoints_is_caught_at_the_checkpoint() {
         assert!(format!("{err:#}").contains("spot-check"), "{err:#}");
         assert!(st.deferred_failure.is_some());
         // No second, luckier check.
-        let again = batch::verify_deferred(&client, &mut st).await.unwrap_err();
+        let again = batch::verify_deferred(&client, &auth, &mut st).await.unwrap_err();
         assert!(format!("{again:#}").contains("failed its deferred check"), "{again:#}");
     }
 }
@@ -283,7 +283,7 @@ async fn a_lost_batch_or_a_lost_batch_answer_is_settled_by_the_intent_recovery()
     let owner = PrivateKeySigner::random();
     let provider = PrivateKeySigner::random();
     let market = Address::repeat_byte(0x42);
-    let store = Arc::new(Store::open(&dir.path().join("store"), StoreConfig { quota_bytes: None }).unwrap());
+    let store = Arc::new(Store::open(&dir.path().join("store"), StoreConfig::default()).unwrap());
     let deal = ChainDeal { owner: owner.address(), provider: provider.address(), num_blocks: n, block_bytes: beta, active: true };
     let signer = Arc::new(ProviderSigner::new(provider, CHAIN, market));
     let mut clients = Vec::new();
@@ -331,7 +331,7 @@ async fn a_lost_batch_or_a_lost_batch_answer_is_settled_by_the_intent_recovery()
         apply(&mut model, &writes);
         let s = honest.status(1).await.unwrap();
         assert_eq!((s.root_u, s.write_count, s.rebuild_count), (back.root_u, back.write_count, back.rebuild_count));
-        batch::verify_deferred(honest, &mut back).await.unwrap();
+        batch::verify_deferred(honest, &auth, &mut back).await.unwrap();
         st = back;
     }
     st.file_bytes = model.len() as u64;
@@ -349,12 +349,12 @@ async fn byte_range_writes_and_syncs_match_a_plain_byte_array_and_pass_the_check
     let mut model: Vec<u8> = (0..700).map(|_| rng.gen()).collect();
     flows::upload(&node.client, &auth, &mut st, &model, None).await.unwrap();
 
-    async fn check(node: &Node, st: &mut OwnerState, model: &[u8]) {
+    async fn check(node: &Node, auth: &OwnerAuth<'_>, st: &mut OwnerState, model: &[u8]) {
         assert_eq!(st.file_bytes, model.len() as u64);
         let got = flows::download(&node.client, st, None).await.unwrap();
         assert_eq!(got, model, "download differs from the model");
         // The runs the edits built pass the owner's deferred checks.
-        dpor_cli::owner::batch::verify_deferred(&node.client, st).await.unwrap();
+        dpor_cli::owner::batch::verify_deferred(&node.client, auth, st).await.unwrap();
     }
 
     for round in 0..12 {
@@ -384,7 +384,7 @@ async fn byte_range_writes_and_syncs_match_a_plain_byte_array_and_pass_the_check
             }
             model[offset..offset + len].copy_from_slice(&data);
         }
-        check(&node, &mut st, &model).await;
+        check(&node, &auth, &mut st, &model).await;
     }
     // A sync with nothing changed writes nothing.
     let r = edit::sync(&node.client, &auth, &mut st, &model.clone(), None).await.unwrap();
@@ -396,7 +396,7 @@ async fn byte_range_writes_and_syncs_match_a_plain_byte_array_and_pass_the_check
     let e = edit::sync(&node.client, &auth, &mut st, &vec![7u8; cap + 1], None).await.unwrap_err().to_string();
     assert!(e.contains("at most N·β"), "{e}");
     assert_eq!((st.root_u, st.file_bytes), before);
-    check(&node, &mut st, &model).await;
+    check(&node, &auth, &mut st, &model).await;
 }
 
 /// A download checks every block by its checksum: a node whose U file has one byte

@@ -50,7 +50,7 @@ async fn node(n: u64, beta: u32, modes: &[Misbehavior]) -> Node {
     let owner = PrivateKeySigner::random();
     let provider = PrivateKeySigner::random();
     let market = Address::repeat_byte(0x42);
-    let store = Arc::new(Store::open(&dir.path().join("store"), StoreConfig { quota_bytes: None }).unwrap());
+    let store = Arc::new(Store::open(&dir.path().join("store"), StoreConfig::default()).unwrap());
     let deal = ChainDeal { owner: owner.address(), provider: provider.address(), num_blocks: n, block_bytes: beta, active: true };
     let signer = Arc::new(ProviderSigner::new(provider, CHAIN, market));
     let mut clients = Vec::new();

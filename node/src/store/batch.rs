@@ -13,9 +13,9 @@
 //! Why this instead of §6.1's bigger H entries: docs/SCHEME.md §10.
 
 use super::error::{Result, StoreError};
-use super::meta::{LastAnswer, PendingU};
+use super::meta::{self, Build, BuildInputs, DealMeta, LastAnswer, PendingU};
 use super::upload::read_u_chunked;
-use super::{lock, rlock, runs, wlock, BatchOutcome, Store};
+use super::{lock, rlock, runs, wlock, BatchOutcome, DealState, Store};
 use dpor_core::merkle;
 use dpor_core::state::{u_records, write_step, RunId, WriteStep};
 use dpor_core::{code, Fp, RunTag};
@@ -40,6 +40,12 @@ impl Store {
         let entry = self.deal(deal)?;
         let _op = lock(&entry.op);
         self.apply_pending(&entry)?;
+        // Deferred runs this batch consumes (or a deferred C-rebuild it would start a
+        // second one over) are built first.
+        let settle = rlock(&entry.state).as_ref().is_some_and(|st| needs_settle(&st.meta, writes.len() as u64));
+        if settle {
+            self.settle_locked(&entry)?;
+        }
         let g = rlock(&entry.state);
         let st = g.as_ref().ok_or(StoreError::UnknownDeal(deal))?;
         st.require_live()?;
@@ -61,54 +67,90 @@ impl Store {
         let mut tree = st.u_tree.clone().ok_or_else(|| StoreError::Corrupt(format!("deal {deal}: no U tree")))?;
         let (mut t, mut rebuilds) = (meta.write_count, meta.rebuild_count);
         // Levels of the state before the batch not yet consumed (on disk), and runs the
-        // batch built that are still live (in memory).
+        // batch built that are still live (in memory), or deferred (built later).
         let mut disk_levels: BTreeMap<u32, (RunId, alloy_primitives::B256)> =
             meta.levels.iter().map(|(l, id, root)| (*l, (*id, *root))).collect();
         let mut mem_levels: BTreeMap<u32, (RunId, Vec<Fp>)> = BTreeMap::new();
+        let mut deferred_levels: BTreeMap<u32, Build> = BTreeMap::new();
         let mut new_c: Option<(RunId, Vec<Fp>)> = None;
+        let mut deferred_c: Option<RunId> = None;
         let mut overlay: BTreeMap<u64, (Vec<u8>, [u8; 32])> = BTreeMap::new();
+        // While a C-rebuild is deferred: U's blocks as of it, saved before this batch
+        // overwrites them (see `deferred.rs`).
+        let mut c_pending = meta.c_building();
+        let mut snapshot: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
         let count = writes.len() as u64;
         for (index, block, sealed) in writes {
+            if c_pending && !snapshot.contains_key(&index) && !self.db.contains_key(meta::snapshot_key(deal, index))? {
+                let old = match overlay.get(&index) {
+                    Some((b, _)) => b.clone(),
+                    None => st.u.read_blocks(index, 1)?.pop().unwrap_or_default(),
+                };
+                snapshot.insert(index, old);
+            }
             let built_at = rebuilds.saturating_mul(n).saturating_add(t).saturating_add(1);
             match write_step(t, k) {
                 WriteStep::Level(l) => {
-                    let record = st.format.record(index, &block)?;
-                    let mut consumed = Vec::with_capacity(l as usize);
-                    for want in 0..l {
-                        if let Some((_, v)) = mem_levels.remove(&want) {
-                            consumed.push(v);
-                        } else if let Some((id, _)) = disk_levels.remove(&want) {
-                            consumed.push(runs::read_elements(&st.dir, id, &st.format, 2u64 << want)?);
-                        } else {
-                            return Err(StoreError::Corrupt(format!("deal {deal}: level {want} missing for t = {t}")));
-                        }
-                    }
-                    let refs: Vec<&[Fp]> = consumed.iter().map(|v| v.as_slice()).collect();
-                    let mut blocks = code::h_add(t, k, &record, &refs, width)?;
                     let run = RunId { tag: RunTag::level(l), built_at };
-                    self.apply_commit_fault(run, &mut blocks, width);
-                    mem_levels.insert(l, (run, blocks));
+                    let from_disk = (0..l).all(|j| disk_levels.contains_key(&j));
+                    if from_disk && self.defers(2u64 << l) {
+                        let consumed: Vec<RunId> = (0..l).filter_map(|j| disk_levels.remove(&j).map(|(id, _)| id)).collect();
+                        let inputs = BuildInputs::Level { t, index, block: block.clone(), consumed };
+                        deferred_levels.insert(l, Build { run, inputs });
+                    } else {
+                        let record = st.format.record(index, &block)?;
+                        let mut consumed = Vec::with_capacity(l as usize);
+                        for want in 0..l {
+                            if let Some((_, v)) = mem_levels.remove(&want) {
+                                consumed.push(v);
+                            } else if let Some(job) = deferred_levels.remove(&want) {
+                                consumed.push(level_now(st, &job)?);
+                            } else if let Some((id, _)) = disk_levels.remove(&want) {
+                                consumed.push(runs::read_elements(&st.dir, id, &st.format, 2u64 << want)?);
+                            } else {
+                                return Err(StoreError::Corrupt(format!("deal {deal}: level {want} missing for t = {t}")));
+                            }
+                        }
+                        let refs: Vec<&[Fp]> = consumed.iter().map(|v| v.as_slice()).collect();
+                        let mut blocks = code::h_add(t, k, &record, &refs, width)?;
+                        self.apply_commit_fault(run, &mut blocks, width);
+                        mem_levels.insert(l, (run, blocks));
+                    }
                     t += 1;
                 }
                 WriteStep::CRebuild => {
-                    let mut u = read_u_chunked(st, n)?;
-                    for (i, (b, _)) in &overlay {
-                        if let Some(slot) = u.get_mut(*i as usize) {
-                            slot.clone_from(b);
-                        }
-                    }
-                    if let Some(slot) = u.get_mut(index as usize) {
-                        slot.clone_from(&block);
-                    }
-                    let records = u_records(&st.format, &u)?;
-                    drop(u);
-                    let mut blocks = code::c_rebuild(&records, k, width)?;
-                    drop(records);
                     let run = RunId { tag: RunTag::C, built_at };
-                    self.apply_commit_fault(run, &mut blocks, width);
-                    new_c = Some((run, blocks));
+                    if self.defers(2 * n) {
+                        // U as of this write: its files, overlaid with this batch's
+                        // writes so far and this one.
+                        overlay.insert(index, (block.clone(), sealed));
+                        snapshot = overlay.iter().map(|(i, (b, _))| (*i, b.clone())).collect();
+                        deferred_c = Some(run);
+                        new_c = None;
+                        c_pending = true;
+                    } else {
+                        let mut u = read_u_chunked(st, n)?;
+                        for (i, (b, _)) in &overlay {
+                            if let Some(slot) = u.get_mut(*i as usize) {
+                                slot.clone_from(b);
+                            }
+                        }
+                        if let Some(slot) = u.get_mut(index as usize) {
+                            slot.clone_from(&block);
+                        }
+                        let records = u_records(&st.format, &u)?;
+                        drop(u);
+                        let mut blocks = code::c_rebuild(&records, k, width)?;
+                        drop(records);
+                        self.apply_commit_fault(run, &mut blocks, width);
+                        new_c = Some((run, blocks));
+                        deferred_c = None;
+                        c_pending = false;
+                        snapshot.clear();
+                    }
                     mem_levels.clear();
                     disk_levels.clear();
+                    deferred_levels.clear();
                     t = 0;
                     rebuilds += 1;
                 }
@@ -143,6 +185,22 @@ impl Store {
             }
             return Err(e);
         }
+        // Deferred runs join the new state with a zero root until they are built.
+        let mut new_builds: Vec<Build> = Vec::new();
+        if let Some(run) = deferred_c {
+            written.push((run, alloy_primitives::B256::ZERO));
+            new_builds.push(Build { run, inputs: BuildInputs::C });
+        }
+        for job in deferred_levels.into_values() {
+            written.push((job.run, alloy_primitives::B256::ZERO));
+            new_builds.push(job);
+        }
+        written.sort_by_key(|(r, _)| r.tag.0);
+        let deferred_any = !new_builds.is_empty();
+        let mut sled_batch = sled::Batch::default();
+        for (i, b) in &snapshot {
+            sled_batch.insert(&meta::snapshot_key(deal, *i)[..], b.as_slice());
+        }
 
         let root_u = tree.root();
         let outcome = BatchOutcome { count, root_u, runs: written.clone() };
@@ -163,13 +221,15 @@ impl Store {
         new.write_count = t;
         new.rebuild_count = rebuilds;
         new.pending = overlay.into_iter().map(|(index, (block, sealed))| PendingU { index, block, sealed }).collect();
+        new.building.extend(new_builds);
+        new.drop_obsolete_builds();
         drop(g);
 
         let mut g = wlock(&entry.state);
         let Some(st) = g.as_mut() else {
             return Err(StoreError::UnknownDeal(deal));
         };
-        if let Err(e) = self.commit(&new, Some(&st.meta), sled::Batch::default()) {
+        if let Err(e) = self.commit(&new, Some(&st.meta), sled_batch) {
             for (r, _) in &written {
                 runs::remove_run(&st.dir, *r);
             }
@@ -182,6 +242,50 @@ impl Store {
             tracing::warn!(deal, "batch committed, U files not yet updated (retried later): {e}");
         }
         self.gc(&st.meta, &st.dir, false);
+        if deferred_any {
+            self.build_signal.notify();
+        }
         Ok(outcome)
     }
+}
+
+/// Whether a batch of `count` writes on `meta` consumes a level whose build is
+/// deferred, or crosses a C-rebuild while one is deferred: those builds come first.
+fn needs_settle(meta: &DealMeta, count: u64) -> bool {
+    if meta.building.is_empty() {
+        return false;
+    }
+    let k = meta.log_blocks();
+    let mut t = meta.write_count;
+    let mut original: Vec<u32> = meta.levels.iter().map(|(l, _, _)| *l).collect();
+    for _ in 0..count {
+        match write_step(t, k) {
+            WriteStep::Level(l) => {
+                for (level, id, _) in &meta.levels {
+                    if *level < l && original.contains(level) && meta.is_building(*id) {
+                        return true;
+                    }
+                }
+                original.retain(|x| *x >= l);
+                t += 1;
+            }
+            WriteStep::CRebuild => return meta.c_building(),
+        }
+    }
+    false
+}
+
+/// A deferred level of this batch computed now (a later write of the same batch
+/// consumes it).
+fn level_now(st: &DealState, job: &Build) -> Result<Vec<Fp>> {
+    let BuildInputs::Level { t, index, block, consumed } = &job.inputs else {
+        return Err(StoreError::Corrupt("a deferred C-rebuild consumed as a level".into()));
+    };
+    let record = st.format.record(*index, block)?;
+    let mut levels = Vec::with_capacity(consumed.len());
+    for (j, id) in consumed.iter().enumerate() {
+        levels.push(runs::read_elements(&st.dir, *id, &st.format, 2u64 << j)?);
+    }
+    let refs: Vec<&[Fp]> = levels.iter().map(|v| v.as_slice()).collect();
+    Ok(code::h_add(*t, st.meta.log_blocks(), &record, &refs, st.format.width())?)
 }

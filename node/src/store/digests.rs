@@ -100,6 +100,8 @@ impl Store {
     /// Errors: [`StoreError::UnknownDeal`], [`StoreError::Phase`] while uploading,
     /// [`StoreError::StaleVersion`], [`StoreError::DigestMismatch`].
     pub fn check_cosign(&self, deal: u64, digest: &Digest) -> Result<()> {
+        // The digest names the runs' roots: deferred builds are finished first.
+        self.settle(deal)?;
         self.update_meta(deal, |m, _| {
             if m.c.is_none() {
                 return Err(StoreError::Phase(format!("deal {deal} is still uploading")));

@@ -18,14 +18,16 @@ impl Store {
     pub(crate) fn gc(&self, meta: &DealMeta, dir: &Path, sweep_sealed: bool) {
         let deal = meta.params.deal;
         let keep: BTreeSet<RunId> = meta.retained_runs().into_iter().map(|(id, _, _)| id).collect();
+        // (Deferred builds are current runs, so their files, once renamed, are kept.)
         let mut dropped = BTreeSet::new();
         let mut removed_any = false;
         match std::fs::read_dir(dir) {
             Ok(entries) => {
                 for entry in entries.flatten() {
                     let name = entry.file_name().to_string_lossy().into_owned();
-                    let stale = if name.ends_with(TMP_SUFFIX) {
-                        true
+                    let stale = if let Some(base) = name.strip_suffix(TMP_SUFFIX) {
+                        // A deferred build in flight writes under `.tmp` names.
+                        runs::parse_name(base).is_none_or(|run| !meta.is_building(run))
                     } else if let Some(run) = runs::parse_name(&name) {
                         let stale = !keep.contains(&run);
                         if stale {

@@ -15,13 +15,33 @@ use dpor_core::state::RunId;
 
 /// Format version byte of [`DealMeta`] values written now. Version 1 (still read)
 /// lacks the last answer and the previous state's runs; version 2 (still read) holds
-/// at most one pending U update and no batch answer.
-const META_VERSION: u8 = 3;
+/// at most one pending U update and no batch answer; version 3 (still read) has no
+/// deferred builds.
+const META_VERSION: u8 = 4;
 
 /// Prefix of deal records.
 pub(crate) const DEAL_PREFIX: u8 = b'd';
 /// Prefix of run σ̃ entries.
 pub(crate) const SEALED_PREFIX: u8 = b's';
+/// Prefix of the U blocks a deferred C-rebuild reads instead of U's files: the value
+/// of U[i] at the rebuild's write, saved before a later write overwrites it.
+pub(crate) const SNAPSHOT_PREFIX: u8 = b'v';
+
+/// The sled key prefix of one deal's snapshot blocks.
+pub(crate) fn snapshot_deal_prefix(deal: u64) -> [u8; 9] {
+    let mut k = [0u8; 9];
+    k[0] = SNAPSHOT_PREFIX;
+    k[1..].copy_from_slice(&deal.to_be_bytes());
+    k
+}
+
+/// The sled key of the snapshot block of U[index].
+pub(crate) fn snapshot_key(deal: u64, index: u64) -> [u8; 17] {
+    let mut k = [0u8; 17];
+    k[..9].copy_from_slice(&snapshot_deal_prefix(deal));
+    k[9..].copy_from_slice(&index.to_be_bytes());
+    k
+}
 
 /// The sled key of a deal's record.
 pub(crate) fn deal_key(deal: u64) -> [u8; 9] {
@@ -100,6 +120,29 @@ pub(crate) struct PendingU {
     pub(crate) sealed: [u8; 32],
 }
 
+/// A run of the current state whose build is deferred (deamortized rebuilds, §6.1 of
+/// the paper; docs/SCHEME.md §10.3): the write that made it is committed and
+/// acknowledged, and the run is built later, from inputs that stay on disk until
+/// then, by the background builder or by the first operation that needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Build {
+    /// The run (its root is zero in the manifest until it is built).
+    pub(crate) run: RunId,
+    /// What it is built from.
+    pub(crate) inputs: BuildInputs,
+}
+
+/// The inputs of a deferred build.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum BuildInputs {
+    /// HAdd at counter `t` of the record (`index`, `block`) with the consumed levels
+    /// 0..ℓ−1, whose runs (`consumed`, ascending level) are kept until it is built.
+    Level { t: u64, index: u64, block: Vec<u8>, consumed: Vec<RunId> },
+    /// CRebuild of U as of the write that triggered it: U's files overlaid with the
+    /// snapshot blocks ([`snapshot_key`]) that later writes saved before overwriting.
+    C,
+}
+
 /// The answer of the last write or upload finish, kept (with its nonce) so that an
 /// owner who lost it to a crash can ask for it again (`Request::Outcome`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,6 +182,8 @@ pub(crate) struct DealMeta {
     /// owner's next accepted request, which shows it has the write's answer and moved
     /// on (an owner that did not get the answer still references these runs).
     pub(crate) previous: Vec<(RunId, u64, B256)>,
+    /// Deferred builds, oldest first (their runs' roots are zero until built).
+    pub(crate) building: Vec<Build>,
 }
 
 impl DealMeta {
@@ -159,6 +204,7 @@ impl DealMeta {
             pending: Vec::new(),
             last_answer: None,
             previous: Vec::new(),
+            building: Vec::new(),
         }
     }
 
@@ -198,6 +244,26 @@ impl DealMeta {
         out
     }
 
+    /// Whether `run` is a deferred build not yet built.
+    pub(crate) fn is_building(&self, run: RunId) -> bool {
+        self.building.iter().any(|b| b.run == run)
+    }
+
+    /// Whether a deferred C-rebuild is pending (writes must save U's old blocks).
+    pub(crate) fn c_building(&self) -> bool {
+        self.building.iter().any(|b| b.inputs == BuildInputs::C)
+    }
+
+    /// Drops the deferred builds whose runs neither the current state nor the previous
+    /// one holds any longer (levels a C-rebuild discarded before they were built).
+    /// Returns whether a C-rebuild was among them.
+    pub(crate) fn drop_obsolete_builds(&mut self) -> bool {
+        let live: Vec<RunId> = self.current_runs().into_iter().chain(self.previous.iter().copied()).map(|(id, _, _)| id).collect();
+        let before = self.c_building();
+        self.building.retain(|b| live.contains(&b.run));
+        before && !self.c_building()
+    }
+
     /// Every run the deal must keep: the current state's, the previous state's while
     /// the owner has not confirmed the last write ([`DealMeta::previous`]), and those of
     /// the co-signed, posted and disputed digests (a run of a pinned digest that this
@@ -214,6 +280,16 @@ impl DealMeta {
             for r in d.run_ids() {
                 if !out.iter().any(|(id, _, _)| *id == r.0) {
                     out.push(r);
+                }
+            }
+        }
+        // The inputs of deferred builds (kept until the build is done).
+        for b in &self.building {
+            if let BuildInputs::Level { consumed, .. } = &b.inputs {
+                for (j, id) in consumed.iter().enumerate() {
+                    if !out.iter().any(|(x, _, _)| x == id) {
+                        out.push((*id, 2u64 << j, B256::ZERO));
+                    }
                 }
             }
         }
@@ -326,6 +402,23 @@ impl DealMeta {
             w.u64(*size);
             w.raw(root.as_slice());
         }
+        w.u32(self.building.len() as u32);
+        for b in &self.building {
+            run_id(&mut w, &b.run);
+            match &b.inputs {
+                BuildInputs::C => w.u8(0),
+                BuildInputs::Level { t, index, block, consumed } => {
+                    w.u8(1);
+                    w.u64(*t);
+                    w.u64(*index);
+                    w.bytes(block);
+                    w.u32(consumed.len() as u32);
+                    for id in consumed {
+                        run_id(&mut w, id);
+                    }
+                }
+            }
+        }
         w.buf
     }
 
@@ -365,6 +458,7 @@ impl DealMeta {
             Vec::new()
         };
         let (last_answer, previous) = if v >= 2 { (read_last_answer(&mut r)?, read_previous(&mut r)?) } else { (None, Vec::new()) };
+        let building = if v >= 4 { read_building(&mut r)? } else { Vec::new() };
         r.finish()?;
         let meta = Self {
             params,
@@ -381,6 +475,7 @@ impl DealMeta {
             pending,
             last_answer,
             previous,
+            building,
         };
         meta.check()?;
         Ok(meta)
@@ -457,6 +552,26 @@ fn read_last_answer(r: &mut Reader<'_>) -> Result<Option<(u64, LastAnswer)>> {
 fn read_previous(r: &mut Reader<'_>) -> Result<Vec<(RunId, u64, B256)>> {
     let n = r.count(65)?;
     (0..n).map(|_| Ok((read_run_id(r)?, r.u64()?, r.b256()?))).collect()
+}
+
+fn read_building(r: &mut Reader<'_>) -> Result<Vec<Build>> {
+    let n = r.count(66)?;
+    (0..n)
+        .map(|_| {
+            let run = read_run_id(r)?;
+            let inputs = match r.u8()? {
+                0 => BuildInputs::C,
+                1 => {
+                    let (t, index, block) = (r.u64()?, r.u64()?, r.bytes()?);
+                    let m = r.count(64)?;
+                    let consumed = (0..m).map(|_| read_run_id(r)).collect::<Result<Vec<_>>>()?;
+                    BuildInputs::Level { t, index, block, consumed }
+                }
+                x => return Err(StoreError::Corrupt(format!("build kind {x}"))),
+            };
+            Ok(Build { run, inputs })
+        })
+        .collect()
 }
 
 fn run_id(w: &mut Writer, id: &RunId) {

@@ -76,6 +76,7 @@
 
 mod batch;
 mod codec;
+mod deferred;
 mod digests;
 mod error;
 mod fault;
@@ -90,6 +91,7 @@ mod upload;
 mod write;
 
 pub use batch::BatchWrite;
+pub use deferred::Builder;
 pub use read::ULeafPath;
 pub use error::StoreError;
 pub use fault::CommitFault;
@@ -119,6 +121,11 @@ pub struct StoreConfig {
     /// Most bytes the store may occupy on disk ([`Store::disk_usage`]); `None` for no
     /// limit but the file system's.
     pub quota_bytes: Option<u64>,
+    /// Deamortized rebuilds (§6.1, `deferred.rs`): a write that would build a run of at
+    /// least this many coded blocks (a level ℓ with 2^(ℓ+1) ≥ it, or C with 2N ≥ it)
+    /// is acknowledged before the run is built; the run is built in the background
+    /// ([`Builder`]) or when first needed. `None`: every run is built inside its write.
+    pub defer_from_blocks: Option<u64>,
 }
 
 /// A snapshot of one deal.
@@ -196,6 +203,8 @@ pub(crate) struct DealState {
 pub(crate) struct Deal {
     op: Mutex<()>,
     state: RwLock<Option<DealState>>,
+    /// Deferred runs built but not yet committed (`deferred.rs`); held while building.
+    builds: Mutex<BTreeMap<RunId, B256>>,
 }
 
 /// The storage engine (see the module docs). `Send + Sync`.
@@ -207,6 +216,8 @@ pub struct Store {
     deals: RwLock<BTreeMap<u64, Arc<Deal>>>,
     /// Testing only: wrong coded blocks to commit ([`fault`]).
     commit_fault: Mutex<Option<CommitFault>>,
+    /// Wakes the background builder ([`Builder`]).
+    build_signal: Arc<deferred::BuildSignal>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

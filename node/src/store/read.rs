@@ -1,5 +1,6 @@
 //! Reads (public): U blocks with their paths, coded blocks of any retained run with
-//! their run paths (from the stored tree, never rehashed), leaves and σ̃.
+//! their run paths (from the stored tree, never rehashed), leaves and σ̃. A read of a
+//! run whose build is deferred builds it first (`deferred.rs`).
 
 use super::error::{Result, StoreError};
 use super::{runs, DealState, Store, MAX_READ_BYTES};
@@ -144,6 +145,7 @@ impl Store {
     /// [`StoreError::Range`] (a position ≥ size, or too many), [`StoreError::Io`]
     /// (e.g. the file was deleted behind the store's back).
     pub fn coded(&self, deal: u64, run: RunId, positions: &[u64]) -> Result<Vec<(Vec<u8>, Vec<B256>)>> {
+        self.ensure_built(deal, run)?;
         self.with_state(deal, |st| {
             let size = st.run_size(run)?;
             if let Some(p) = positions.iter().find(|p| **p >= size) {
@@ -167,6 +169,7 @@ impl Store {
     /// Errors: [`StoreError::UnknownDeal`], [`StoreError::UnknownRun`],
     /// [`StoreError::Range`] (a position ≥ size, or too many).
     pub fn served(&self, deal: u64, run: RunId, positions: &[u64]) -> Result<Vec<(Vec<u8>, Vec<B256>)>> {
+        self.ensure_built(deal, run)?;
         self.with_state(deal, |st| {
             let size = st.run_size(run)?;
             if let Some(p) = positions.iter().find(|p| **p >= size) {
@@ -189,6 +192,7 @@ impl Store {
     /// Errors: [`StoreError::UnknownDeal`], [`StoreError::UnknownRun`],
     /// [`StoreError::Range`].
     pub fn coded_range(&self, deal: u64, run: RunId, start: u64, count: u64) -> Result<Vec<Vec<u8>>> {
+        self.ensure_built(deal, run)?;
         self.with_state(deal, |st| {
             let size = st.run_size(run)?;
             check_range(start, count, size, st.format.coded_block_bytes() as u64)?;
@@ -205,6 +209,7 @@ impl Store {
     ///
     /// Errors: as [`Store::coded`].
     pub fn run_leaves(&self, deal: u64, run: RunId, start: u64, count: u64) -> Result<Vec<B256>> {
+        self.ensure_built(deal, run)?;
         self.with_state(deal, |st| {
             let size = st.run_size(run)?;
             check_range(start, count, size, 32)?;
@@ -233,6 +238,7 @@ impl Store {
     ///
     /// Errors: [`StoreError::UnknownDeal`], [`StoreError::UnknownRun`].
     pub fn run_file(&self, deal: u64, run: RunId) -> Result<PathBuf> {
+        self.ensure_built(deal, run)?;
         self.with_state(deal, |st| {
             st.run_size(run)?;
             Ok(runs::blocks_path(&st.dir, run))

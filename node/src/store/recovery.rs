@@ -60,6 +60,7 @@ pub(crate) fn open(dir: &Path, config: StoreConfig) -> Result<Store> {
         db,
         deals: RwLock::new(BTreeMap::new()),
         commit_fault: Default::default(),
+        build_signal: Default::default(),
     };
     let mut metas = Vec::new();
     for kv in store.db.scan_prefix([meta::DEAL_PREFIX]) {
@@ -71,7 +72,7 @@ pub(crate) fn open(dir: &Path, config: StoreConfig) -> Result<Store> {
         let id = m.params.deal;
         let st = store.recover_deal(m)?;
         store.gc(&st.meta, &st.dir, true);
-        map.insert(id, Arc::new(Deal { op: Default::default(), state: RwLock::new(Some(st)) }));
+        map.insert(id, Arc::new(Deal { op: Default::default(), state: RwLock::new(Some(st)), builds: Default::default() }));
     }
     // Deal folders without a record (a crash while a new deal's upload began).
     if let Ok(entries) = std::fs::read_dir(&deals_dir) {
@@ -84,11 +85,22 @@ pub(crate) fn open(dir: &Path, config: StoreConfig) -> Result<Store> {
             }
         }
     }
-    // σ̃ entries of deals without a record.
+    // σ̃ entries of deals without a record, and snapshot blocks of deals without a
+    // pending C build.
     for kv in store.db.scan_prefix([meta::SEALED_PREFIX]) {
         let (k, _) = kv?;
         let deal = k.get(1..9).and_then(|b| <[u8; 8]>::try_from(b).ok()).map(u64::from_be_bytes);
         if deal.is_none_or(|d| !map.contains_key(&d)) {
+            store.db.remove(k)?;
+        }
+    }
+    for kv in store.db.scan_prefix([meta::SNAPSHOT_PREFIX]) {
+        let (k, _) = kv?;
+        let deal = k.get(1..9).and_then(|b| <[u8; 8]>::try_from(b).ok()).map(u64::from_be_bytes);
+        let c_pending = deal.and_then(|d| map.get(&d)).is_some_and(|d| {
+            super::rlock(&d.state).as_ref().is_some_and(|st| st.meta.c_building())
+        });
+        if !c_pending {
             store.db.remove(k)?;
         }
     }
@@ -130,7 +142,7 @@ impl Store {
             }
             st.u_tree = Some(tree);
             for (run, _, _) in st.meta.current_runs() {
-                if !super::runs::blocks_path(&st.dir, run).exists() {
+                if !st.meta.is_building(run) && !super::runs::blocks_path(&st.dir, run).exists() {
                     tracing::warn!(deal = id, %run, "a live run's file is missing");
                 }
             }

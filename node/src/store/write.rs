@@ -21,8 +21,10 @@ impl Store {
     pub fn write(&self, deal: u64, nonce: u64, index: u64, block: Vec<u8>, sealed_u: [u8; 32]) -> Result<WriteOutcome> {
         let entry = self.deal(deal)?;
         let _op = lock(&entry.op);
-        // A pending update whose application failed earlier is retried first.
+        // A pending update whose application failed earlier is retried first, and
+        // deferred builds are finished (this path builds its run synchronously).
         self.apply_pending(&entry)?;
+        self.settle_locked(&entry)?;
         let g = rlock(&entry.state);
         let st = g.as_ref().ok_or(StoreError::UnknownDeal(deal))?;
         st.require_live()?;

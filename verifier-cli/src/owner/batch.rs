@@ -121,8 +121,10 @@ pub async fn write_batch_resizing(
     let distinct: Vec<u64> = blocks.iter().map(|b| b.0).collect::<BTreeSet<_>>().into_iter().collect();
     let old = node.u_paths(state.deal, &distinct, k).await?;
     let mut checked_old = Vec::with_capacity(distinct.len());
+    let mut old_sealed: HashMap<u64, [u8; 32]> = HashMap::with_capacity(distinct.len());
     for (&i, (root, sealed, path)) in distinct.iter().zip(old) {
         checked_old.push((i, merkle::u_leaf(i, &root, &sealed.0), path));
+        old_sealed.insert(i, sealed.0);
     }
     let roots = merkle::block_roots(&blocks.iter().map(|(_, block, _, _)| block.as_slice()).collect::<Vec<_>>());
     let new_leaves: Vec<(u64, B256)> =
@@ -134,11 +136,26 @@ pub async fn write_batch_resizing(
     let (mut t, mut rebuilds) = (state.write_count, state.rebuild_count);
     let mut pre: BTreeSet<u32> = (0..k).filter(|l| (t >> l) & 1 == 1).collect();
     let mut mem: BTreeMap<u32, (WireRun, Vec<Fp>)> = BTreeMap::new();
-    let mut new_c: Option<(WireRun, Vec<Fp>)> = None;
-    let mut u_sig: Option<Vec<Fp>> = None;
+    let mut new_c: Option<WireRun> = None;
     let mut written_sigma: BTreeMap<u64, [Fp; RHO]> = BTreeMap::new();
+    // C's checksums are computed when C is checked (`verify_deferred`), from U's σ
+    // then, with the σ as of the C-rebuild of every block written since (from the old
+    // leaves, checked against rootU above, or from this batch).
+    let mut c_snapshot = state.c_snapshot.clone();
     let mut fetched = 0;
     for (index, _, sigma, _) in &blocks {
+        if let Some(snap) = c_snapshot.as_mut() {
+            if !snap.contains_key(index) {
+                let at = match written_sigma.get(index) {
+                    Some(s) => *s,
+                    None => {
+                        let sealed = old_sealed.get(index).context("no old leaf for a written index")?;
+                        keys.open(Place::U { index: *index }, sealed).with_context(|| format!("the checksum of block {index} does not open"))?
+                    }
+                };
+                snap.insert(*index, sigma_to_u64(&at));
+            }
+        }
         let built_at = rebuilds * n + t + 1;
         match write_step(t, k) {
             WriteStep::Level(l) => {
@@ -160,16 +177,8 @@ pub async fn write_batch_resizing(
                 t += 1;
             }
             WriteStep::CRebuild => {
-                if u_sig.is_none() {
-                    u_sig = Some(u_sigma(node, state, &keys).await?);
-                    fetched += n;
-                }
-                let mut all = u_sig.clone().unwrap_or_default();
-                for (i, s) in written_sigma.iter().chain(std::iter::once((index, sigma))) {
-                    let at = *i as usize * RHO;
-                    all[at..at + RHO].copy_from_slice(s);
-                }
-                new_c = Some((WireRun::from(RunId { tag: RunTag::C, built_at }), code::c_rebuild(&all, k, SIGMA_WIDTH)?));
+                new_c = Some(WireRun::from(RunId { tag: RunTag::C, built_at }));
+                c_snapshot = Some(BTreeMap::new());
                 mem.clear();
                 pre.clear();
                 t = 0;
@@ -178,7 +187,8 @@ pub async fn write_batch_resizing(
         }
         written_sigma.insert(*index, *sigma);
     }
-    let expected: Vec<(WireRun, Vec<Fp>)> = new_c.into_iter().chain(mem.into_values()).collect();
+    let expected: Vec<(WireRun, Vec<Fp>)> = mem.into_values().collect();
+    let new_runs: Vec<WireRun> = new_c.into_iter().chain(expected.iter().map(|(r, _)| *r)).collect();
 
     // (3) The intent, durably, then the batch itself.
     let nonce = state.next_nonce();
@@ -190,8 +200,9 @@ pub async fn write_batch_resizing(
             .map(|(index, block, _, sealed)| PendingWrite { index: *index, block: block.clone().into(), sealed_u: B256::from(*sealed) })
             .collect(),
         new_root_u,
-        runs: expected.iter().map(|(r, _)| *r).collect(),
+        runs: new_runs,
         file_bytes,
+        c_snapshot,
         rejected: None,
     });
     state.persist()?;
@@ -217,7 +228,7 @@ pub(crate) async fn finish_write_batch(
     state: &mut OwnerState,
     answer: WrittenBatch,
 ) -> anyhow::Result<BatchReport> {
-    let Some(Pending::WriteBatch { writes, new_root_u, runs, file_bytes, .. }) = state.pending.clone() else {
+    let Some(Pending::WriteBatch { writes, new_root_u, runs, file_bytes, c_snapshot, .. }) = state.pending.clone() else {
         bail!("no batch of writes is pending");
     };
     let keys = state.keys()?;
@@ -231,9 +242,10 @@ pub(crate) async fn finish_write_batch(
     if let Err(e) = verdict {
         return Err(reject(state, e));
     }
-    let mut sigmas = Vec::with_capacity(runs.len());
-    for r in &runs {
-        sigmas.push(state.stashed_sigma(*r)?);
+    // The predicted checksums of the new levels (C's come at its check).
+    let mut sigmas: HashMap<WireRun, Vec<Fp>> = HashMap::with_capacity(runs.len());
+    for r in runs.iter().filter(|r| r.tag != 0) {
+        sigmas.insert(*r, state.stashed_sigma(*r)?);
     }
 
     // Commit: counters, rootU, the runs (unchecked), the block cache.
@@ -244,17 +256,17 @@ pub(crate) async fn finish_write_batch(
     let (new_rebuilds, new_t) = (new_total / n, new_total % n);
     let rebuilt = new_rebuilds != state.rebuild_count;
     let mut store = Vec::new();
-    if let Some(((run, root), _)) = answer.runs.iter().zip(&sigmas).find(|((r, _), _)| r.tag == 0) {
+    if let Some((run, root)) = answer.runs.iter().find(|(r, _)| r.tag == 0) {
         state.c = Some(RunEntry { run: *run, root: *root, sigma: None, unchecked: true });
-        store.push(*run);
     }
     let mut levels = vec![None; k as usize];
     for (l, slot) in levels.iter_mut().enumerate() {
         if (new_t >> l) & 1 == 0 {
             continue;
         }
-        if let Some(((run, root), sigma)) = answer.runs.iter().zip(&sigmas).find(|((r, _), _)| r.tag == l as u32 + 1) {
+        if let Some((run, root)) = answer.runs.iter().find(|(r, _)| r.tag == l as u32 + 1) {
             let cache = (l as u32) < state.cache_levels;
+            let sigma = sigmas.get(run).with_context(|| format!("no predicted checksums for run {}", RunId::from(*run)))?;
             *slot = Some(RunEntry { run: *run, root: *root, sigma: cache.then(|| sigma_to_u64(sigma)), unchecked: true });
             if !cache {
                 store.push(*run);
@@ -268,6 +280,7 @@ pub(crate) async fn finish_write_batch(
     }
     state.levels = levels;
     state.root_u = new_root_u;
+    state.c_snapshot = c_snapshot;
     if let Some(len) = file_bytes {
         state.file_bytes = len;
     }
@@ -378,13 +391,32 @@ pub struct DeferredReport {
 /// that passes is marked checked (saved); a run that fails is a [`Misbehaved`] error
 /// and the owner must not sign: the failure is saved
 /// ([`OwnerState::deferred_failure`]) so that no later, luckier check can pass it.
-pub async fn verify_deferred(node: &NodeClient, state: &mut OwnerState) -> anyhow::Result<DeferredReport> {
+pub async fn verify_deferred(node: &NodeClient, auth: &OwnerAuth<'_>, state: &mut OwnerState) -> anyhow::Result<DeferredReport> {
     if let Some(why) = &state.deferred_failure {
         bail!("a run of the owner's state failed its deferred check ({why}); do not sign digests with this provider (dispute it with `dpor audit`)");
     }
     let format = state.format()?;
     let keys = state.keys()?;
     let mut report = DeferredReport::default();
+    // Runs the node built in the background (deamortized rebuilds) get their roots.
+    if super::flows::resolve_roots(node, state).await? {
+        state.persist()?;
+    }
+    // C's checksums, if a batch crossed a C-rebuild since the last check: U's σ now
+    // (checked against rootU) with the σ as of the C-rebuild of the blocks written
+    // since, then the code.
+    let c_expected: Option<(WireRun, Vec<Fp>)> = match (&state.c_snapshot, &state.c) {
+        (Some(snap), Some(c)) if c.unchecked => {
+            let mut all = u_sigma(node, state, &keys).await?;
+            for (i, s) in snap {
+                let at = *i as usize * RHO;
+                ensure!(s.len() == RHO && at + RHO <= all.len(), "the owner's C snapshot is damaged (block {i})");
+                all[at..at + RHO].copy_from_slice(&sigma_from_u64(s)?);
+            }
+            Some((c.run, code::c_rebuild(&all, state.log_blocks(), SIGMA_WIDTH)?))
+        }
+        _ => None,
+    };
     let todo: Vec<(RunEntry, u64)> = state.runs().into_iter().filter(|(e, _)| e.unchecked).map(|(e, s)| (e.clone(), s)).collect();
     for (entry, size) in todo {
         let id = RunId::from(entry.run);
@@ -400,7 +432,10 @@ pub async fn verify_deferred(node: &NodeClient, state: &mut OwnerState) -> anyho
             }
             None => {
                 let positions = spot_positions(size, state.lambda);
-                let expected = expected_at(node, state, &keys, &entry, size, &positions).await?;
+                let expected = match &c_expected {
+                    Some((run, sigma)) if *run == entry.run => sigma.clone(),
+                    _ => expected_at(node, state, &keys, &entry, size, &positions).await?,
+                };
                 report.spot_checked.push(id.to_string());
                 report.samples += positions.len();
                 spot_check_at(node, state.deal, &keys, &format, entry.run, entry.root, size, &expected, &positions).await.map(|_| ())
@@ -418,7 +453,18 @@ pub async fn verify_deferred(node: &NodeClient, state: &mut OwnerState) -> anyho
                 slot.unchecked = false;
             }
         }
-        state.persist()?;
+        match &c_expected {
+            Some((run, sigma)) if *run == entry.run => {
+                // C passed: its σ̃ go to the node (as an upload's do), then the
+                // snapshot is no longer needed.
+                state.stash_sigma(*run, sigma)?;
+                state.c_snapshot = None;
+                state.pending = Some(Pending::StoreSealed { run: *run, next: 0, more: vec![] });
+                state.persist()?;
+                store_pending_sealed(node, auth, state, &keys).await?;
+            }
+            _ => state.persist()?,
+        }
     }
     Ok(report)
 }

@@ -357,7 +357,7 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
             ensure!(state.uploaded, "upload the file first");
             // Every run the digest references must be checked before the owner signs
             // it: those that batches built are checked now (deferred checks).
-            let deferred = super::batch::verify_deferred(&node, &mut state).await;
+            let deferred = super::batch::verify_deferred(&node, &auth, &mut state).await;
             state.save(&ctx.state_path)?;
             let deferred = deferred.context("checking the runs built by batches of writes since the last checkpoint")?;
             if !deferred.recomputed.is_empty() || !deferred.spot_checked.is_empty() {

@@ -90,6 +90,16 @@ pub async fn extract_with(
     bar: Option<&ProgressBar>,
 ) -> anyhow::Result<(Vec<u8>, Vec<RunPresence>)> {
     ensure!(state.uploaded, "nothing uploaded yet");
+    // Runs the node is still building (deamortized rebuilds) are named by root.
+    let resolved;
+    let state = if state.c.iter().chain(state.levels.iter().flatten()).any(|e| e.root == alloy_primitives::B256::ZERO) {
+        let mut s = state.clone();
+        super::flows::resolve_roots(node, &mut s).await?;
+        resolved = s;
+        &resolved
+    } else {
+        state
+    };
     let format = state.format()?;
     let keys = if opts.checksums { Some(state.keys()?) } else { None };
     let coded_bytes = format.coded_block_bytes() as u64;

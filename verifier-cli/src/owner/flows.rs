@@ -391,6 +391,36 @@ pub(crate) async fn level_sigma(node: &NodeClient, state: &OwnerState, keys: &Ow
     Ok((out, size))
 }
 
+/// Fills in the roots of the owner's runs that the node is still building (a batch's
+/// answer names a run it builds in the background, deamortized rebuilds, with a zero
+/// root): asks the node for its state once every run is built (`Request::Built`) and
+/// takes each such run's root from it, by name. The roots are the node's claims,
+/// checked like every batch's run before the owner signs a digest
+/// ([`crate::owner::batch::verify_deferred`]). Returns whether any root changed (the
+/// caller saves the state).
+///
+/// Errors: the node unreachable or refusing; a run the node does not hold or still
+/// reports unbuilt.
+pub async fn resolve_roots(node: &NodeClient, state: &mut OwnerState) -> anyhow::Result<bool> {
+    let unresolved = state.c.iter().chain(state.levels.iter().flatten()).any(|e| e.root == B256::ZERO);
+    if !unresolved {
+        return Ok(false);
+    }
+    let status = node.built(state.deal).await?;
+    let held: Vec<(WireRun, B256)> = std::iter::once(status.c).chain(status.levels.iter().map(|(_, r, root)| (*r, *root))).collect();
+    for entry in state.c.iter_mut().chain(state.levels.iter_mut().flatten()) {
+        if entry.root != B256::ZERO {
+            continue;
+        }
+        let root = held.iter().find(|(r, _)| *r == entry.run).map(|(_, root)| *root);
+        match root {
+            Some(root) if root != B256::ZERO => entry.root = root,
+            _ => bail!("the node does not report a built run {} (it acknowledged it as being built)", RunId::from(entry.run)),
+        }
+    }
+    Ok(true)
+}
+
 /// U's leaves as the node holds them, (block root, σ̃_U) for all N blocks, checked
 /// against the owner's rootU (`ULeaves`, 64 bytes per block on the wire).
 ///

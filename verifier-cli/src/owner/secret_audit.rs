@@ -70,6 +70,10 @@ impl SecretAuditReport {
 pub async fn secret_audit(node: &NodeClient, state: &OwnerState, lambda: u32, seed: [u8; 32]) -> anyhow::Result<SecretAuditReport> {
     ensure!((1..=MAX_SECRET_LAMBDA).contains(&lambda), "λ = {lambda} is out of range 1..={MAX_SECRET_LAMBDA}");
     ensure!(state.uploaded, "upload the file first: there is nothing to audit");
+    ensure!(
+        state.c_snapshot.is_none() && state.runs().iter().all(|(e, _)| e.root != alloy_primitives::B256::ZERO),
+        "the runs of the last batches of writes are being built and have no checksums on the node yet: run `dpor checkpoint` first"
+    );
     let keys = state.keys()?;
     let format = state.format()?;
     let started = Instant::now();

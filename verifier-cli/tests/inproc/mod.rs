@@ -45,7 +45,7 @@ pub async fn node_for(owner: PrivateKeySigner, n: u64, beta: u32, misbehavior: M
     let dir = tempfile::tempdir().unwrap();
     let provider = PrivateKeySigner::random();
     let market = Address::repeat_byte(0x42);
-    let store = Arc::new(Store::open(&dir.path().join("store"), StoreConfig { quota_bytes: None }).unwrap());
+    let store = Arc::new(Store::open(&dir.path().join("store"), StoreConfig::default()).unwrap());
     let deal = ChainDeal { owner: owner.address(), provider: provider.address(), num_blocks: n, block_bytes: beta, active: true };
     let handler = NodeHandler::new(store, Arc::new(Deals(vec![deal.clone(), deal])), Arc::new(ProviderSigner::new(provider, CHAIN, market)))
         .with_misbehavior(misbehavior);
