@@ -153,9 +153,24 @@ async fn a_rejected_write_leaves_the_owner_on_its_previous_state_whose_runs_the_
 /// extraction give the model; single writes mix in.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batches_of_writes_match_a_plain_array_and_pass_the_deferred_checks() {
+    batches_case(StoreConfig::default()).await;
+}
+
+/// Issue 11 #3: the same over a node that defers every rebuild of 4 blocks or more to
+/// its background builder (§6.1): answers name deferred runs with a zero root, the
+/// owner learns the roots at the checkpoint (`Request::Built`), computes C's checksums
+/// from its σ snapshot, and every check, read, download and extraction still holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_over_deferred_rebuilds_match_a_plain_array_and_pass_the_deferred_checks() {
+    batches_case(StoreConfig { defer_from_blocks: Some(4), ..Default::default() }).await;
+}
+
+async fn batches_case(config: StoreConfig) {
     use dpor_cli::owner::batch;
     let (n, beta) = (32u64, 64u32);
-    let node = node(n, beta, Misbehavior::None).await;
+    let defers = config.defer_from_blocks.is_some();
+    let node = inproc::node_with(PrivateKeySigner::random(), n, beta, Misbehavior::None, config).await;
+    let mut zero_roots = 0;
     let auth = OwnerAuth { key: &node.owner, chain_id: CHAIN, market: node.market, deal: 1 };
     let mut st = state(1, n, beta, node.market);
     st.block_cache_levels = 3; // levels 0..2 recomputed, 3.. spot-checked
@@ -176,6 +191,7 @@ async fn batches_of_writes_match_a_plain_array_and_pass_the_deferred_checks() {
         }
         assert_eq!(st.root_u, node.client.status(1).await.unwrap().root_u, "round {round}");
         assert!(st.runs().iter().any(|(e, _)| e.unchecked), "round {round}: the new runs wait for the checkpoint");
+        zero_roots += st.runs().iter().filter(|(e, _)| e.root == alloy_primitives::B256::ZERO).count();
         if round % 3 == 2 {
             let d = batch::verify_deferred(&node.client, &auth, &mut st).await.unwrap();
             recomputed += d.recomputed.len();
@@ -197,7 +213,10 @@ async fn batches_of_writes_match_a_plain_array_and_pass_the_deferred_checks() {
     }
     assert!(st.rebuild_count >= 2, "the batches crossed C-rebuilds ({})", st.rebuild_count);
     assert!(recomputed > 0 && spot > 0, "both kinds of deferred check ran: {recomputed} recomputed, {spot} spot-checked");
+    assert_eq!(zero_roots > 0, defers, "runs still being built are named with a zero root only when the node defers ({zero_roots})");
     batch::verify_deferred(&node.client, &auth, &mut st).await.unwrap();
+    assert!(st.runs().iter().all(|(e, _)| e.root != alloy_primitives::B256::ZERO && !e.unchecked));
+    assert!(st.c_snapshot.is_none());
     st.file_bytes = model.len() as u64;
     assert_eq!(flows::download(&node.client, &st, None).await.unwrap(), model);
     let (ext, _) = flows::extract(&node.client, &st, None).await.unwrap();

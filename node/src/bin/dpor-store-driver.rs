@@ -5,14 +5,18 @@
 //! `ack <total writes>` or `posted <version>`.
 //!
 //! Usage: `dpor-store-driver <dir> <seed> <num_blocks> <block_bytes> [max_writes]
-//! [max_batch]`. With `max_batch` > 0 the writes go in batches
+//! [max_batch] [defer_from_blocks]`. With `max_batch` > 0 the writes go in batches
 //! ([`Store::write_batch`]) of [`batch_at`] writes, and `ack` follows each batch.
+//! With `defer_from_blocks` > 0 the store defers rebuilds of that many blocks or more
+//! (`StoreConfig::defer_from_blocks`) and a background [`Builder`] builds them, as in
+//! `dpor-node`; a kill then often lands inside a background build.
 //! Contents are functions of (seed, write number) only ([`gen`]), so a test can
 //! replay them on the reference state.
 
 use alloy_primitives::{Address, U256};
 use dpor_core::digest::Digest;
-use dpor_node::store::{DealParams, Phase, Store, StoreConfig, StoreError};
+use dpor_node::store::{Builder, DealParams, Phase, Store, StoreConfig, StoreError};
+use std::sync::Arc;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -62,7 +66,10 @@ fn run() -> Result<(), String> {
     let (seed, n, beta) = (num(2)?, num(3)?, num(4)? as usize);
     let max_writes = if args.len() > 5 { num(5)? } else { u64::MAX };
     let max_batch = if args.len() > 6 { num(6)? } else { 0 };
-    let store = Store::open(&dir, StoreConfig::default()).map_err(|e| e.to_string())?;
+    let defer = if args.len() > 7 { num(7)? } else { 0 };
+    let config = StoreConfig { defer_from_blocks: (defer > 0).then_some(defer), ..Default::default() };
+    let store = Arc::new(Store::open(&dir, config).map_err(|e| e.to_string())?);
+    let _builder = (defer > 0).then(|| Builder::start(&store));
     let e = |e: StoreError| e.to_string();
     let view = match store.view(DEAL) {
         Ok(v) => Some(v),
@@ -104,6 +111,8 @@ fn run() -> Result<(), String> {
         };
         say(format!("ack {}", w + 1));
         if mix(seed ^ mix(6 ^ mix(w))).is_multiple_of(5) {
+            // As an owner learns deferred runs' roots (`Request::Built`) before it signs.
+            store.settle(DEAL).map_err(e)?;
             let v = store.view(DEAL).map_err(e)?;
             let version = v.cosigned.as_ref().map(|d| d.version).unwrap_or(0) + 1;
             let d = Digest {

@@ -33,6 +33,7 @@ pub struct Node {
     pub market: Address,
     pub dir: tempfile::TempDir,
     _server: net::ServerHandle,
+    _builder: Option<dpor_node::store::Builder>,
 }
 
 /// A node holding deals 1 and 2 of N = `n` blocks of `beta` bytes for a fresh owner key.
@@ -42,10 +43,18 @@ pub async fn node(n: u64, beta: u32, misbehavior: Misbehavior) -> Node {
 
 /// As [`node`], for the owner `owner` (several nodes, one owner: a dispersed file).
 pub async fn node_for(owner: PrivateKeySigner, n: u64, beta: u32, misbehavior: Misbehavior) -> Node {
+    node_with(owner, n, beta, misbehavior, StoreConfig::default()).await
+}
+
+/// As [`node_for`], with the store opened with `config`; when it defers rebuilds
+/// (`defer_from_blocks`), a background builder runs as in `dpor-node`.
+pub async fn node_with(owner: PrivateKeySigner, n: u64, beta: u32, misbehavior: Misbehavior, config: StoreConfig) -> Node {
     let dir = tempfile::tempdir().unwrap();
     let provider = PrivateKeySigner::random();
     let market = Address::repeat_byte(0x42);
-    let store = Arc::new(Store::open(&dir.path().join("store"), StoreConfig::default()).unwrap());
+    let defers = config.defer_from_blocks.is_some();
+    let store = Arc::new(Store::open(&dir.path().join("store"), config).unwrap());
+    let builder = defers.then(|| dpor_node::store::Builder::start(&store));
     let deal = ChainDeal { owner: owner.address(), provider: provider.address(), num_blocks: n, block_bytes: beta, active: true };
     let handler = NodeHandler::new(store, Arc::new(Deals(vec![deal.clone(), deal])), Arc::new(ProviderSigner::new(provider, CHAIN, market)))
         .with_misbehavior(misbehavior);
@@ -59,7 +68,7 @@ pub async fn node_for(owner: PrivateKeySigner, n: u64, beta: u32, misbehavior: M
     .unwrap();
     let addr = server.listen_addrs()[0].clone().with(libp2p::multiaddr::Protocol::P2p(server.peer_id()));
     let client = NodeClient::connect(&addr.to_string(), Duration::from_secs(60)).await.unwrap();
-    Node { client, owner, market, dir, _server: server }
+    Node { client, owner, market, dir, _server: server, _builder: builder }
 }
 
 /// A fresh owner state for `deal` (N = `n`, β = `beta`, λ = 16).
