@@ -58,10 +58,11 @@ pub struct NodeConfig {
     pub misbehave: crate::handler::Misbehavior,
 }
 
-/// Runs of at least 2^12 coded blocks (levels ℓ ≥ 11 and C of files of ≥ 2^11 blocks,
-/// 8 MiB at β = 4 KiB) are built in the background: a smaller run is built inside its
-/// write in well under the 100 ms write-latency target (docs/PERFORMANCE.md).
-pub const DEFAULT_DEFER_FROM_BLOCKS: u64 = 1 << 12;
+/// Runs of at least 2^10 coded blocks (levels ℓ ≥ 9 and C of files of ≥ 2^9 blocks,
+/// 4 MiB at β = 4 KiB) are built in the background: a smaller run is built inside its
+/// write within the 100 ms write-latency target (docs/PERFORMANCE.md; at 2^12 a
+/// level of 8 MiB built inline took 169 ms on the bench machine).
+pub const DEFAULT_DEFER_FROM_BLOCKS: u64 = 1 << 10;
 
 impl Default for NodeConfig {
     fn default() -> Self {

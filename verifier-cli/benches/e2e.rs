@@ -189,7 +189,13 @@ async fn run(quick: bool) -> String {
     let provider_key = PrivateKeySigner::random();
     let market = Address::repeat_byte(0x42);
     let chain_id = 31337;
-    let store = Arc::new(Store::open(&tmp.path().join("store"), StoreConfig::default()).unwrap());
+    // The node as `dpor-node` runs it: rebuilds of ≥ DEFAULT_DEFER_FROM_BLOCKS blocks
+    // deferred to a background builder (§6.1, issue 11 #3).
+    let defer_from = dpor_node::config::DEFAULT_DEFER_FROM_BLOCKS;
+    let store = Arc::new(
+        Store::open(&tmp.path().join("store"), StoreConfig { defer_from_blocks: Some(defer_from), ..Default::default() }).unwrap(),
+    );
+    let builder = dpor_node::store::Builder::start(&store);
     let deal = ChainDeal { owner: owner_key.address(), provider: provider_key.address(), num_blocks: n, block_bytes: beta as u32, active: true };
     let signer = Arc::new(ProviderSigner::new(provider_key, chain_id, market));
     let handler = Arc::new(NodeHandler::new(store.clone(), Arc::new(FixedDeal(deal)), signer));
@@ -348,21 +354,29 @@ async fn run(quick: bool) -> String {
     // left out. Without deamortized rebuilds (§6.1) the maximum is that C-rebuild.
     let mut latencies = Vec::with_capacity(n as usize);
     let rebuilds_before = state.rebuild_count;
+    let mut checkpoint_max = 0f64;
     for w in 0..n {
         let i = mix(0x1a7e ^ mix(w)) % n;
         let block = vec![(w % 251) as u8; beta];
         let t = Instant::now();
         batch::write_batch(&node, &auth, &mut state, &[(i, block)]).await.unwrap();
         latencies.push(t.elapsed().as_secs_f64());
+        if t.elapsed() > Duration::from_millis(50) {
+            eprintln!("slow write: {:.0} ms at t = {} (write {w} of the period)", t.elapsed().as_secs_f64() * 1e3, state.write_count);
+        }
         if (w + 1) % checkpoint_every == 0 {
+            let t = Instant::now();
             batch::verify_deferred(&node, &auth, &mut state).await.unwrap();
+            checkpoint_max = checkpoint_max.max(t.elapsed().as_secs_f64());
         }
     }
     assert_eq!(state.rebuild_count, rebuilds_before + 1, "N writes cross exactly one C-rebuild");
     latencies.sort_by(f64::total_cmp);
     let pct = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)] * 1e3;
     let (lat_p50, lat_p99, lat_max) = (pct(0.5), pct(0.99), latencies[latencies.len() - 1] * 1e3);
+    let checkpoint_max_ms = checkpoint_max * 1e3;
     server.shutdown().await;
+    drop(builder);
 
     // The plain Merkle store over the same transport, the same writes and batches.
     let plain_dir = tempfile::tempdir().unwrap();
@@ -407,7 +421,8 @@ async fn run(quick: bool) -> String {
 | **random 4 KiB writes, durable, batches of {per_batch}, deferred checks, checkpoint (checks + co-signature) every {checkpoint_every} writes**, {batch_writes} writes | **{batched_mb_s:.2} MB/s** ({batched_us:.0} µs per write; checkpoints {p_cp:.0}% of the time) | plain Merkle store, same transport and batches: {plain_mb_s:.2} MB/s: **{r_bw:.2}×** (target ≥ 20 MB/s and ≥ 0.5×) |\n\
 | bytes on the wire per 4 KiB write, batched, everything amortized (paths, σ̃, checkpoint checks: {recomputed} runs recomputed from the owner's block cache of {bcl} levels, {spot_checked} spot-checked with {samples} samples) | {batched_bytes:.0} B | β + Merkle path = {merkle_baseline:.0} B: **{r_bb:.3}×** (target ≤ 1.2×); plain Merkle store measured: {plain_bytes:.0} B ({r_pb:.3}×) |\n\
 | disk bytes per file byte after the batched writes | {d_batch:.2} | |\n\
-| write latency, {n} single-block requests (durable, checks deferred) across one C-rebuild | p50 {lat_p50:.1} ms, p99 {lat_p99:.1} ms, max {lat_max:.0} ms (the C-rebuild) | target p99 ≤ 20 ms, max ≤ 100 ms |\n",
+| write latency, {n} single-block requests (durable, checks deferred, rebuilds of ≥ {defer_from} blocks in the background) across one C-rebuild | p50 {lat_p50:.1} ms, p99 {lat_p99:.1} ms, max {lat_max:.0} ms | target p99 ≤ 20 ms, max ≤ 100 ms |\n\
+| — the longest checkpoint check among them (every {checkpoint_every} writes; waits for pending builds) | {checkpoint_max_ms:.0} ms | not a write |\n",
         date = "the date of the run",
         r_up = upload_mb_s / disk_mb_s,
         p_code = 100.0 * coding_s / upload_s,
