@@ -186,7 +186,7 @@ pub fn elements_to_bytes(elements: &[Fp]) -> Vec<u8> {
 /// Elements from little-endian bytes; errors on a length that is not a multiple of 8
 /// or a non-canonical element.
 pub fn elements_from_bytes(bytes: &[u8]) -> Result<Vec<Fp>, BlockError> {
-    if bytes.len() % ELEMENT_BYTES != 0 {
+    if !bytes.len().is_multiple_of(ELEMENT_BYTES) {
         return Err(BlockError::CodedLength {
             got: bytes.len(),
             expected: bytes.len().next_multiple_of(ELEMENT_BYTES),

@@ -144,7 +144,7 @@ impl OwnerKeys {
 
     /// σ of each block in a flat `blocks × width` slice, as a flat `blocks × ρ` vector.
     pub fn checksums(&self, blocks: &[Fp]) -> Result<Vec<Fp>, ChecksumError> {
-        if blocks.len() % self.width != 0 {
+        if !blocks.len().is_multiple_of(self.width) {
             return Err(ChecksumError::Width { expected: self.width, got: blocks.len() % self.width });
         }
         // Blocks are independent: σ of each on rayon's pool, in order.

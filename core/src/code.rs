@@ -110,7 +110,7 @@ pub fn mix(buf: &mut [Fp], width: usize) -> Result<(), CodeError> {
         return Err(CodeError::ZeroWidth);
     }
     let blocks = buf.len() / width;
-    if buf.len() % width != 0 || blocks < 2 || !blocks.is_power_of_two() {
+    if !buf.len().is_multiple_of(width) || blocks < 2 || !blocks.is_power_of_two() {
         return Err(CodeError::NotPowerOfTwo(blocks));
     }
     let nu = root_of_unity(blocks.trailing_zeros()).ok_or(CodeError::TooLarge)?;

@@ -265,7 +265,7 @@ mod tests {
     use proptest::prelude::*;
 
     /// The reference: the file as a plain byte array, padded with zeros to capacity.
-    fn apply(model: &mut Vec<u8>, len: &mut u64, offset: u64, data: &[u8]) {
+    fn apply(model: &mut [u8], len: &mut u64, offset: u64, data: &[u8]) {
         let end = offset as usize + data.len();
         model[offset as usize..end].copy_from_slice(data);
         *len = (*len).max(end as u64);
