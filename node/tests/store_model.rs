@@ -288,9 +288,23 @@ fn pinned_digests_keep_their_runs_until_unpinned() {
 
 #[test]
 fn sealed_checksums_of_runs_are_stored_and_collected() {
+    sealed_checksums_case(false);
+}
+
+/// The same with a background builder running: garbage collection hands the runs it
+/// drops to the builder (files and σ̃ deleted off the request path), and once the
+/// builder stops nothing of them is left.
+#[test]
+fn sealed_checksums_of_runs_are_collected_by_the_background_builder() {
+    sealed_checksums_case(true);
+}
+
+fn sealed_checksums_case(background: bool) {
+    use std::sync::Arc;
     let dir = tempfile::tempdir().unwrap();
     let mut rng = StdRng::seed_from_u64(5);
-    let store = open(dir.path());
+    let store = Arc::new(open(dir.path()));
+    let builder = background.then(|| dpor_node::store::Builder::start(&store));
     let mut nonce = 0;
     let (n, beta) = (4u64, 16usize);
     let _ = upload(&store, &mut rng, n, beta, &mut nonce);
@@ -320,7 +334,13 @@ fn sealed_checksums_of_runs_are_stored_and_collected() {
     nonce += 1;
     store.store_sealed(DEAL, nonce, new_c, 0, &[[5; 32]]).unwrap();
     assert!(matches!(store.sealed(DEAL, c, 0, 1), Err(StoreError::UnknownRun { .. })));
-    drop(store);
+    // Stopping the builder deletes what it was handed.
+    drop(builder);
+    let v = store.view(DEAL).unwrap();
+    let mut want: Vec<String> = std::iter::once(v.c.0).chain(v.levels.iter().map(|l| l.1)).map(|id| format!("run-{}-{}.blocks", id.tag.0, id.built_at)).collect();
+    want.sort();
+    assert_eq!(run_files(dir.path()), want, "background {background}: only the live runs' files remain");
+    drop(Arc::try_unwrap(store).expect("no other handle"));
     // sled releases its lock a moment after the drop: open_metadata_db waits for it.
     let db = dpor_node::store::open_metadata_db(dir.path()).unwrap();
     assert_eq!(db.scan_prefix(b"s").count(), 1, "σ̃ of collected runs remain (only the new C's one is live)");
@@ -537,10 +557,20 @@ fn deferred_builds_case(seed: u64, n: u64, beta: usize, threaded: bool) {
     check(&store, &reference, &sealed, &format!("seed {seed}, settled"));
     assert!(reference.rebuild_count() >= 4, "seed {seed}: C-rebuilds crossed");
     assert!(deferred_seen > 0, "seed {seed}: some runs were deferred");
-    // Nothing is left of the builds: no snapshot or tmp files, only live runs.
+    // Nothing is left of the builds or of the runs they replaced: no tmp files, only
+    // the runs of the current state and of the one before the last write (the
+    // owner has not confirmed it), once the builder (which deletes what garbage
+    // collection handed it) has stopped.
     drop(builder);
-    let files = run_files(dir.path());
-    assert!(!files.is_empty());
+    let v = store.view(DEAL).unwrap();
+    let mut want: Vec<String> = std::iter::once(v.c.0)
+        .chain(v.levels.iter().map(|l| l.1))
+        .chain(v.previous.iter().copied())
+        .map(|id| format!("run-{}-{}.blocks", id.tag.0, id.built_at))
+        .collect();
+    want.sort();
+    want.dedup();
+    assert_eq!(run_files(dir.path()), want, "seed {seed}: files left");
 }
 
 #[test]

@@ -65,6 +65,8 @@ impl BuildSignal {
 #[derive(Debug)]
 pub struct Builder {
     stop: Arc<std::sync::atomic::AtomicBool>,
+    /// The store's count of running builders (decremented on drop).
+    running: Arc<std::sync::atomic::AtomicUsize>,
     signal: Arc<BuildSignal>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -80,6 +82,8 @@ impl Builder {
         let signal = store.build_signal.clone();
         let weak: Weak<Store> = Arc::downgrade(store);
         let (stop2, signal2) = (stop.clone(), signal.clone());
+        let running = store.builders.clone();
+        running.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         signal.notify();
         // The builds' data-parallel steps (chunk trees, FFTs: rayon in dpor-core) run
         // in a pool of one thread of their own, not in rayon's global pool: there a
@@ -98,6 +102,7 @@ impl Builder {
                         continue;
                     }
                     let Some(store) = weak.upgrade() else { return };
+                    store.empty_trash();
                     let built = match &pool {
                         Some(pool) => pool.install(|| store.build_deferred()),
                         None => store.build_deferred(),
@@ -106,14 +111,19 @@ impl Builder {
                         tracing::debug!(built, "deferred runs built");
                     }
                 }
+                // Stopped: what garbage collection handed over is deleted now.
+                if let Some(store) = weak.upgrade() {
+                    store.empty_trash();
+                }
             })
             .ok();
-        Builder { stop, signal, thread }
+        Builder { stop, running, signal, thread }
     }
 }
 
 impl Drop for Builder {
     fn drop(&mut self) {
+        self.running.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         self.signal.notify();
         if let Some(t) = self.thread.take() {

@@ -2,13 +2,34 @@
 //! the current state, the co-signed digest, the posted digest nor a disputed digest
 //! references it. Leftover `.tmp` files are deleted too (no operation of the deal is
 //! in flight while it runs: the caller holds the deal's mutation lock or is opening).
+//!
+//! While a background [`Builder`](super::Builder) runs, the runs found unreferenced
+//! are handed to it ([`Trash`]) instead of deleted inside the request: dropping the
+//! state before a C-rebuild deletes about 4N coded blocks of files and as many σ̃
+//! entries (430 ms at N = 2^16 in `script/bench`, in the write after the rebuild). A
+//! dropped run is never referenced again (run ids grow with the write count), so its
+//! deletion needs no lock; a kill -9 before it leaves files that the next open's
+//! collection deletes.
 
 use super::meta::{self, DealMeta};
 use super::runs::{self, TMP_SUFFIX};
 use super::Store;
 use dpor_core::state::RunId;
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// Runs of one deal found unreferenced, waiting for the background builder to delete
+/// their files and σ̃ entries.
+#[derive(Debug)]
+pub(crate) struct Trash {
+    deal: u64,
+    dir: PathBuf,
+    runs: BTreeSet<RunId>,
+}
+
+/// How many σ̃ entries one sled batch of the background deletion removes (so that no
+/// single batch holds sled's log for long).
+const SEALED_REMOVALS_PER_BATCH: usize = 4096;
 
 impl Store {
     /// Collects the unreferenced files of one deal in `dir`. With `sweep_sealed`,
@@ -29,11 +50,10 @@ impl Store {
                         // A deferred build in flight writes under `.tmp` names.
                         runs::parse_name(base).is_none_or(|run| !meta.is_building(run))
                     } else if let Some(run) = runs::parse_name(&name) {
-                        let stale = !keep.contains(&run);
-                        if stale {
+                        if !keep.contains(&run) {
                             dropped.insert(run);
                         }
-                        stale
+                        false
                     } else {
                         false
                     };
@@ -46,6 +66,20 @@ impl Store {
                 }
             }
             Err(e) => tracing::warn!(deal, dir = %dir.display(), "gc: {e}"),
+        }
+        if !sweep_sealed && !dropped.is_empty() && self.builder_running() {
+            if removed_any {
+                if let Err(e) = runs::sync_dir(dir) {
+                    tracing::warn!(deal, "gc: {e}");
+                }
+            }
+            super::lock(&self.trash).push(Trash { deal, dir: dir.to_path_buf(), runs: dropped });
+            self.build_signal.notify();
+            return;
+        }
+        for run in &dropped {
+            runs::remove_run(dir, *run);
+            removed_any = true;
         }
         if removed_any {
             if let Err(e) = runs::sync_dir(dir) {
@@ -75,6 +109,45 @@ impl Store {
         if n > 0 {
             if let Err(e) = self.db.apply_batch(batch) {
                 tracing::warn!(deal, "gc: {e}");
+            }
+        }
+    }
+
+    /// Deletes the runs handed to the background builder by [`Store::gc`] (its files,
+    /// then its σ̃ entries in batches of [`SEALED_REMOVALS_PER_BATCH`]). Takes no deal
+    /// lock. Failures are logged: what is left is collected on the next open.
+    pub(crate) fn empty_trash(&self) {
+        let items = std::mem::take(&mut *super::lock(&self.trash));
+        for Trash { deal, dir, runs: dropped } in items {
+            for run in &dropped {
+                runs::remove_run(&dir, *run);
+            }
+            if let Err(e) = runs::sync_dir(&dir) {
+                tracing::debug!(deal, "gc: {e}");
+            }
+            for run in &dropped {
+                let mut batch = sled::Batch::default();
+                let mut n = 0usize;
+                for kv in self.db.scan_prefix(meta::sealed_run_prefix(deal, *run)) {
+                    match kv {
+                        Ok((k, _)) => {
+                            batch.remove(k);
+                            n += 1;
+                        }
+                        Err(e) => tracing::warn!(deal, "gc: {e}"),
+                    }
+                    if n == SEALED_REMOVALS_PER_BATCH {
+                        if let Err(e) = self.db.apply_batch(std::mem::take(&mut batch)) {
+                            tracing::warn!(deal, "gc: {e}");
+                        }
+                        n = 0;
+                    }
+                }
+                if n > 0 {
+                    if let Err(e) = self.db.apply_batch(batch) {
+                        tracing::warn!(deal, "gc: {e}");
+                    }
+                }
             }
         }
     }

@@ -218,6 +218,11 @@ pub struct Store {
     commit_fault: Mutex<Option<CommitFault>>,
     /// Wakes the background builder ([`Builder`]).
     build_signal: Arc<deferred::BuildSignal>,
+    /// Background builders running on this store (0 or 1 in practice): while one runs,
+    /// garbage collection hands unreferenced runs to it ([`gc::Trash`]).
+    builders: Arc<std::sync::atomic::AtomicUsize>,
+    /// Unreferenced runs waiting for the background builder to delete them.
+    trash: Mutex<Vec<gc::Trash>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -271,6 +276,11 @@ impl DealState {
 }
 
 impl Store {
+    /// Whether a background [`Builder`] is running on this store.
+    fn builder_running(&self) -> bool {
+        self.builders.load(std::sync::atomic::Ordering::SeqCst) > 0
+    }
+
     /// The deals folder.
     fn deals_dir(&self) -> PathBuf {
         self.dir.join("deals")

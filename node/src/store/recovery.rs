@@ -61,6 +61,8 @@ pub(crate) fn open(dir: &Path, config: StoreConfig) -> Result<Store> {
         deals: RwLock::new(BTreeMap::new()),
         commit_fault: Default::default(),
         build_signal: Default::default(),
+        builders: Default::default(),
+        trash: Default::default(),
     };
     let mut metas = Vec::new();
     for kv in store.db.scan_prefix([meta::DEAL_PREFIX]) {
