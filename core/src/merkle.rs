@@ -131,20 +131,20 @@ impl MerkleTree {
         let n = leaves.len().max(1).next_power_of_two();
         let mut real = leaves.len();
         leaves.resize(n, B256::ZERO);
-        let mut zero = B256::ZERO; // root of an all-padding subtree of the current height
+        let mut height = 0;
         let mut layers = vec![leaves];
         while let Some(last) = layers.last() {
             if last.len() == 1 {
                 break;
             }
-            let next_zero = node(&zero, &zero);
+            let next_zero = zero_root(height + 1);
             let next: Vec<B256> = last
                 .chunks_exact(2)
                 .enumerate()
                 .map(|(i, p)| if 2 * i >= real { next_zero } else { node(&p[0], &p[1]) })
                 .collect();
             real = real.div_ceil(2);
-            zero = next_zero;
+            height += 1;
             layers.push(next);
         }
         Self { layers }
@@ -260,9 +260,53 @@ pub fn chunk_tree(block: &[u8]) -> MerkleTree {
     MerkleTree::padded(leaves)
 }
 
-/// The block root of a block's bytes (ENCODING.md §2).
+/// The block root of a block's bytes (ENCODING.md §2): the root of [`chunk_tree`],
+/// computed without keeping the tree (one layer at a time, in place) and without
+/// hashing all-padding subtrees (their roots come from a table): 77 keccak-f
+/// permutations for a 4696-byte coded block instead of 83.
 pub fn block_root(block: &[u8]) -> B256 {
-    chunk_tree(block).root()
+    let mut layer: Vec<B256> = if block.is_empty() {
+        vec![chunk_leaf(&[])]
+    } else {
+        block.chunks(CHUNK_BYTES).map(chunk_leaf).collect()
+    };
+    let depth = layer.len().next_power_of_two().trailing_zeros();
+    let mut len = layer.len();
+    for height in 0..depth {
+        // `len` real nodes at `height`; an odd last one pairs with an all-padding subtree.
+        for i in 0..len / 2 {
+            layer[i] = node(&layer[2 * i], &layer[2 * i + 1]);
+        }
+        if len % 2 == 1 {
+            layer[len / 2] = node(&layer[len - 1], &zero_root(height));
+        }
+        len = len.div_ceil(2);
+    }
+    layer[0]
+}
+
+/// Heights of all-padding subtrees kept in [`zero_root`]'s table (blocks of up to
+/// 2^40 chunks).
+const ZERO_ROOTS: usize = 41;
+
+/// The root of an all-padding subtree of `height` (0: a padding leaf, `B256::ZERO`;
+/// h + 1: `node(z_h, z_h)`), from a table computed once.
+fn zero_root(height: u32) -> B256 {
+    static TABLE: std::sync::OnceLock<[B256; ZERO_ROOTS]> = std::sync::OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        let mut t = [B256::ZERO; ZERO_ROOTS];
+        for h in 1..ZERO_ROOTS {
+            t[h] = node(&t[h - 1], &t[h - 1]);
+        }
+        t
+    });
+    match table.get(height as usize) {
+        Some(z) => *z,
+        None => {
+            let last = table[ZERO_ROOTS - 1];
+            (ZERO_ROOTS as u32 - 1..height).fold(last, |z, _| node(&z, &z))
+        }
+    }
 }
 
 /// The 128-byte chunk `index` of a block (zero-padded) with its chunk path.
@@ -340,6 +384,30 @@ mod tests {
             let mut full = leaves.clone();
             full.resize(real.next_power_of_two(), B256::ZERO);
             assert_eq!(MerkleTree::padded(leaves), MerkleTree::new(full).unwrap(), "{real} leaves");
+        }
+    }
+
+    #[test]
+    fn block_root_equals_the_plain_tree_over_zero_padded_chunk_leaves() {
+        // Reference: every chunk leaf, zero leaves up to a power of two, a plain full
+        // tree (no padding table, no in-place layers).
+        for bytes in [0usize, 1, 127, 128, 129, 255, 256, 257, 1000, 4095, 4096, 4097, 4696, 8192, 8193, 20000] {
+            let block: Vec<u8> = (0..bytes).map(|i| (i * 31 % 251) as u8).collect();
+            let mut leaves: Vec<B256> =
+                if block.is_empty() { vec![chunk_leaf(&[])] } else { block.chunks(CHUNK_BYTES).map(chunk_leaf).collect() };
+            leaves.resize(leaves.len().next_power_of_two(), B256::ZERO);
+            let reference = MerkleTree::new(leaves).unwrap().root();
+            assert_eq!(block_root(&block), reference, "{bytes} bytes");
+            assert_eq!(chunk_tree(&block).root(), reference, "{bytes} bytes (chunk_tree)");
+        }
+    }
+
+    #[test]
+    fn zero_roots_past_the_table_continue_the_chain() {
+        let mut z = B256::ZERO;
+        for h in 0..(ZERO_ROOTS as u32 + 3) {
+            assert_eq!(zero_root(h), z, "height {h}");
+            z = node(&z, &z);
         }
     }
 

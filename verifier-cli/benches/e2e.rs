@@ -8,8 +8,8 @@
 //! here: [`PlainMerkle`]), throughput and bytes on the wire. The chain is replaced by a fixed deal table (the
 //! chain is not on these paths). `DPOR_BENCH_QUICK=1` runs a smaller file;
 //! `DPOR_BENCH_ONLY=batched` stops after the batched writes (for a profiler), and
-//! `DPOR_BENCH_BATCH_WRITES`, `DPOR_BENCH_BATCH`, `DPOR_BENCH_BLOCK_CACHE` set their count,
-//! batch size and the owner's block cache levels.
+//! `DPOR_BENCH_BATCH_WRITES`, `DPOR_BENCH_BATCH`, `DPOR_BENCH_BLOCK_CACHE`, `DPOR_BENCH_DEFER` set
+//! their count, batch size, the owner's block cache levels and the node's `defer_from_blocks`.
 //! Prints Markdown to stdout (and to `$DPOR_BENCH_OUT` if set).
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
@@ -194,7 +194,7 @@ async fn run(quick: bool) -> String {
     let chain_id = 31337;
     // The node as `dpor-node` runs it: rebuilds of ≥ DEFAULT_DEFER_FROM_BLOCKS blocks
     // deferred to a background builder (§6.1, issue 11 #3).
-    let defer_from = dpor_node::config::DEFAULT_DEFER_FROM_BLOCKS;
+    let defer_from = std::env::var("DPOR_BENCH_DEFER").ok().and_then(|v| v.parse().ok()).unwrap_or(dpor_node::config::DEFAULT_DEFER_FROM_BLOCKS);
     let store = Arc::new(
         Store::open(&tmp.path().join("store"), StoreConfig { defer_from_blocks: Some(defer_from), ..Default::default() }).unwrap(),
     );
