@@ -155,8 +155,15 @@ impl Store {
                     rebuilds += 1;
                 }
             }
-            tree.set_leaf(index, merkle::u_leaf(index, &merkle::block_root(&block), &sealed))?;
             overlay.insert(index, (block, sealed));
+        }
+        // U's new leaves: only each index's last value counts; their block roots are
+        // hashed once, on every core, and reused for U's `u.roots` file below.
+        let finals: Vec<&[u8]> = overlay.values().map(|(b, _)| b.as_slice()).collect();
+        let u_roots = merkle::block_roots(&finals);
+        drop(finals);
+        for ((index, (_, sealed)), root) in overlay.iter().zip(&u_roots) {
+            tree.set_leaf(*index, merkle::u_leaf(*index, root, sealed))?;
         }
 
         // The runs to write: C (if rebuilt) and the batch's live levels.
@@ -238,7 +245,7 @@ impl Store {
         // Committed: from here the batch is acknowledged.
         st.meta = new;
         st.u_tree = Some(tree);
-        if let Err(e) = self.finish_pending(st) {
+        if let Err(e) = self.finish_pending(st, Some(&u_roots)) {
             tracing::warn!(deal, "batch committed, U files not yet updated (retried later): {e}");
         }
         self.gc(&st.meta, &st.dir, false);

@@ -137,7 +137,7 @@ impl Store {
         };
         let mut st = DealState { meta: m, format, dir, u, u_tree: None };
         if st.meta.phase == Phase::Live {
-            self.finish_pending(&mut st)?;
+            self.finish_pending(&mut st, None)?;
             let tree = st.u.tree(n)?;
             if tree.root() != st.meta.root_u {
                 tracing::warn!(deal = id, "U files do not match the committed root U (damaged on disk?)");

@@ -110,10 +110,19 @@ impl UFiles {
     }
 
     /// Writes scattered blocks `(index, block, σ̃)` with their block roots, then one
-    /// fsync per file (a batch's pending updates). The caller checked the shapes.
-    pub(crate) fn write_scattered(&self, items: &[(u64, &[u8], [u8; 32])]) -> Result<()> {
-        for (index, block, sealed) in items {
-            let root = merkle::block_root(block);
+    /// fsync per file (a batch's pending updates). `roots`: the items' block roots if
+    /// the caller has them (in order), else they are hashed here (on rayon's pool).
+    /// The caller checked the shapes.
+    pub(crate) fn write_scattered(&self, items: &[(u64, &[u8], [u8; 32])], roots: Option<&[B256]>) -> Result<()> {
+        let hashed;
+        let roots = match roots {
+            Some(r) if r.len() == items.len() => r,
+            _ => {
+                hashed = merkle::block_roots(&items.iter().map(|(_, b, _)| *b).collect::<Vec<_>>());
+                hashed.as_slice()
+            }
+        };
+        for ((index, block, sealed), root) in items.iter().zip(roots) {
             let writes: [(&File, u64, &[u8]); 3] = [
                 (&self.blocks, index.saturating_mul(self.block_bytes), block),
                 (&self.sealed, index.saturating_mul(32), sealed),

@@ -52,7 +52,8 @@ impl Store {
         let run_root = runs::write_run(&st.dir, run, &st.format, &blocks)?;
         drop(blocks);
 
-        let leaf = merkle::u_leaf(index, &merkle::block_root(&block), &sealed_u);
+        let block_root = merkle::block_root(&block);
+        let leaf = merkle::u_leaf(index, &block_root, &sealed_u);
         let root_u = merkle::root_from_path(leaf, index, &tree.path(index)?);
         let mut new = meta.clone();
         new.last_nonce = Some(nonce);
@@ -90,7 +91,7 @@ impl Store {
         if let Some(t) = st.u_tree.as_mut() {
             t.set_leaf(index, leaf)?;
         }
-        if let Err(e) = self.finish_pending(st) {
+        if let Err(e) = self.finish_pending(st, Some(&[block_root])) {
             tracing::warn!(deal, "write committed, U files not yet updated (retried later): {e}");
         }
         self.gc(&st.meta, &st.dir, false);
@@ -101,19 +102,20 @@ impl Store {
     pub(crate) fn apply_pending(&self, entry: &super::Deal) -> Result<()> {
         let mut g = wlock(&entry.state);
         match g.as_mut() {
-            Some(st) if !st.meta.pending.is_empty() => self.finish_pending(st),
+            Some(st) if !st.meta.pending.is_empty() => self.finish_pending(st, None),
             _ => Ok(()),
         }
     }
 
     /// Writes the pending update into U's files, then clears it in the record (not
-    /// flushed: if lost, it is re-applied on open, idempotently).
-    pub(crate) fn finish_pending(&self, st: &mut DealState) -> Result<()> {
+    /// flushed: if lost, it is re-applied on open, idempotently). `roots`: the pending
+    /// blocks' block roots in order, if the caller already hashed them.
+    pub(crate) fn finish_pending(&self, st: &mut DealState, roots: Option<&[alloy_primitives::B256]>) -> Result<()> {
         if st.meta.pending.is_empty() {
             return Ok(());
         }
         let items: Vec<(u64, &[u8], [u8; 32])> = st.meta.pending.iter().map(|p| (p.index, p.block.as_slice(), p.sealed)).collect();
-        st.u.write_scattered(&items)?;
+        st.u.write_scattered(&items, roots)?;
         let mut cleared = st.meta.clone();
         cleared.pending = Vec::new();
         self.db.insert(super::meta::deal_key(cleared.params.deal), cleared.encode())?;
