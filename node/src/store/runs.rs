@@ -130,10 +130,13 @@ fn write_run_files_paced(dir: &Path, run: RunId, format: &BlockFormat, blocks: &
     if size == 0 || !size.is_power_of_two() || !blocks.len().is_multiple_of(width) {
         return Err(StoreError::Corrupt(format!("run {run} has {} elements", blocks.len())));
     }
-    let coded = blocks.chunks_exact(width).map(|block| format.coded_to_bytes(block)).collect::<std::result::Result<Vec<_>, _>>()?;
+    // The file's bytes: coded block p at p·8s (its elements little-endian, as
+    // `BlockFormat::coded_to_bytes`), converted once into one buffer.
+    let bytes = dpor_core::block::elements_to_bytes(blocks);
+    let coded: Vec<&[u8]> = bytes.chunks_exact(format.coded_block_bytes()).collect();
     // The chunk trees of the blocks, on every core (rayon, in dpor-core).
     let leaves: Vec<B256> = merkle::block_roots(&coded).iter().enumerate().map(|(p, r)| merkle::run_leaf(p as u64, r)).collect();
-    let bytes = coded.concat();
+    drop(coded);
     let mut tree = Vec::with_capacity(tree_bytes(size as u64) as usize);
     let mut layer = leaves;
     loop {
