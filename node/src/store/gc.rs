@@ -120,7 +120,7 @@ impl Store {
         let items = std::mem::take(&mut *super::lock(&self.trash));
         for Trash { deal, dir, runs: dropped } in items {
             for run in &dropped {
-                runs::remove_run(&dir, *run);
+                runs::remove_run_gradually(&dir, *run);
             }
             if let Err(e) = runs::sync_dir(&dir) {
                 tracing::debug!(deal, "gc: {e}");
