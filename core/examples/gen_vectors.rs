@@ -8,7 +8,7 @@ use alloy_primitives::{address, Address, B256, U256};
 use dpor_core::audit::{epoch_block_samples, RunTag};
 use dpor_core::block::BlockFormat;
 use dpor_core::checksum::{OwnerKeys, Place};
-use dpor_core::digest::Digest;
+use dpor_core::digest::{Digest, Resize};
 use dpor_core::merkle::{self, MerkleTree};
 use dpor_core::state::ServerState;
 use serde_json::{json, Value};
@@ -119,6 +119,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .collect::<Result<_, _>>()?;
 
+    // Resize typed data (App. A.3, docs/CONTRACTS.md "Resizing"): the digest index it
+    // carries, the terms, and the signing hash both parties sign.
+    let resizes: Vec<Value> = [(2usize, 5u128, 7u128), (2, u128::MAX, 0)]
+        .iter()
+        .map(|&(i, price, collateral)| {
+            let d = [&real, &other, &empty][i].clone();
+            let r = Resize { digest: d, pricePerEpoch: price, collateral };
+            json!({"digestIndex": i, "pricePerEpoch": price.to_string(), "collateral": collateral.to_string(),
+                "signingHash": r.signing_hash(CHAIN_ID, CONTRACT).to_string()})
+        })
+        .collect();
+
     let real_hash = real.digest_hash(CHAIN_ID, CONTRACT);
     let mut epoch = Vec::new();
     let mut sample_proofs = Vec::new();
@@ -154,6 +166,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "chunkProofs": chunk_proofs,
         "runProofs": run_proofs,
         "digests": [digest_json(&real), digest_json(&other), digest_json(&empty)],
+        "resizes": resizes,
         "epochSamples": epoch,
         "sampleProofs": sample_proofs,
     });

@@ -32,6 +32,14 @@ pub const SEALED_BYTES: usize = 32;
 /// An encrypted checksum σ̃.
 pub type Sealed = [u8; SEALED_BYTES];
 
+/// σ̃_U of a block a resize added (App. A.3; docs/SCHEME.md §10.5): all zero bytes,
+/// standing for the checksum of the zero block at that index ([`OwnerKeys::open_u`]). A grown
+/// deal's new blocks are zero until written, and the node cannot seal, so both sides
+/// put this value in U's new leaves; the owner computes the new rootU from them, so a
+/// node cannot put it in place of a real σ̃ without breaking U's Merkle paths. (A real
+/// AEAD output is all zero with probability 2^-256.)
+pub const UNWRITTEN_U: Sealed = [0; SEALED_BYTES];
+
 const KDF_MATRIX: &str = "dpor 2026-11 checksum matrix M v1";
 const KDF_SK0: &str = "dpor 2026-11 checksum sealing key sk0 v1";
 
@@ -207,6 +215,17 @@ impl OwnerKeys {
             out.copy_from_slice(&ct);
         }
         out
+    }
+
+    /// Opens σ̃_U of block `index` (a U leaf already checked against rootU):
+    /// [`UNWRITTEN_U`] gives σ of the zero block's record at `index` (`zero_record`
+    /// = [`crate::block::BlockFormat::record`] of β zero bytes at `index`); anything
+    /// else must open as [`OwnerKeys::open`] for [`Place::U`].
+    pub fn open_u(&self, index: u64, sealed: &Sealed, zero_record: impl FnOnce() -> Vec<Fp>) -> Result<[Fp; RHO], ChecksumError> {
+        if *sealed == UNWRITTEN_U {
+            return self.checksum(&zero_record());
+        }
+        self.open(Place::U { index }, sealed)
     }
 
     /// Opens σ̃ for `place`: errors unless it was sealed for exactly this place by

@@ -26,6 +26,35 @@ sol! {
         bytes32 rootC;
         bytes32[] levelRoots;
     }
+
+    /// A deal resize (App. A.3; docs/CONTRACTS.md, "Resizing"), signed by both the
+    /// owner and the provider and submitted with `resizeDeal`: the first digest of
+    /// the new size (`digest.numBlocks` = the new N, t = 0, no level roots: C rebuilt
+    /// for the new N, H empty), the new price per epoch (wei) and the new collateral
+    /// (wei) of the deal.
+    #[derive(Debug, PartialEq, Eq)]
+    struct Resize {
+        Digest digest;
+        uint128 pricePerEpoch;
+        uint128 collateral;
+    }
+}
+
+impl Resize {
+    /// The EIP-712 signing hash both parties sign for this resize, for the market at
+    /// `contract` on `chain_id` (the contract's `resizeHash`).
+    pub fn signing_hash(&self, chain_id: u64, contract: Address) -> B256 {
+        self.eip712_signing_hash(&domain(chain_id, contract))
+    }
+
+    /// Checks the shape: a valid digest of a freshly resized state (t = 0, H empty).
+    pub fn validate(&self) -> Result<(), DigestError> {
+        self.digest.validate()?;
+        if self.digest.writeCount != 0 {
+            return Err(DigestError::WriteCount { t: self.digest.writeCount, n: 1 });
+        }
+        Ok(())
+    }
 }
 
 /// EIP-712 domain name of the market contract.

@@ -78,6 +78,17 @@ pub fn run_built_at(rebuild_count: u64, log_blocks: u32, write_count: u64, tag: 
     }
 }
 
+/// The C-rebuild count a deal takes when it is resized (App. A.3; docs/SCHEME.md
+/// §10.5) from N = 2^`log_blocks` at (`rebuild_count`, `write_count`) to N' =
+/// 2^`new_log_blocks`: the least r' with r'·N' above every build time so far
+/// (rebuilds·N + t), so the resized C's name `C@r'·N'` and every later run's name
+/// stay unique and increasing, and [`run_built_at`] keeps naming runs from
+/// (rebuildCount, N, t) alone. `None` on overflow.
+pub fn resized_rebuild_count(rebuild_count: u64, log_blocks: u32, write_count: u64, new_log_blocks: u32) -> Option<u64> {
+    let total = rebuild_count.checked_mul(1u64.checked_shl(log_blocks)?)?.checked_add(write_count)?;
+    (total >> new_log_blocks).checked_add(1)
+}
+
 /// An immutable run: C or a level of H, named by its tag and build time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Run {
@@ -262,6 +273,32 @@ impl ServerState {
     }
 }
 
+impl ServerState {
+    /// Resize (App. A.3): N becomes `new_num_blocks` (a power of two). U keeps its
+    /// first min(N, N') blocks and grows with zero blocks; C is rebuilt for N' from
+    /// the new U and H is emptied; t = 0 and the rebuild count jumps to
+    /// [`resized_rebuild_count`], so the new C is `C@r'·N'`. Errors (changing
+    /// nothing) if N' is not a power of two or equals N.
+    pub fn resize(&mut self, new_num_blocks: u64) -> Result<(), StateError> {
+        if new_num_blocks == 0 || !new_num_blocks.is_power_of_two() || new_num_blocks == self.num_blocks() {
+            return Err(CodeError::NotPowerOfTwo(new_num_blocks as usize).into());
+        }
+        let new_log = new_num_blocks.trailing_zeros();
+        let rebuilds = resized_rebuild_count(self.rebuild_count, self.log_blocks, self.write_count, new_log)
+            .ok_or(CodeError::NotPowerOfTwo(new_num_blocks as usize))?;
+        let mut u = self.u.clone();
+        u.resize(new_num_blocks as usize, vec![0; self.format.block_bytes()]);
+        let blocks = encode_u(&self.format, new_log, &u)?;
+        self.u = u;
+        self.log_blocks = new_log;
+        self.c = Run { tag: RunTag::C, built_at: rebuilds << new_log, blocks };
+        self.levels = vec![None; new_log as usize];
+        self.write_count = 0;
+        self.rebuild_count = rebuilds;
+        Ok(())
+    }
+}
+
 /// The records of U (index order, flat) for CRebuild.
 pub fn u_records(format: &BlockFormat, blocks: &[Vec<u8>]) -> Result<Vec<Fp>, BlockError> {
     let mut out = Vec::with_capacity(blocks.len() * format.width());
@@ -307,6 +344,50 @@ mod tests {
         assert_eq!(steps, vec![Level(0), Level(1), Level(0), CRebuild, Level(0), Level(1), Level(0), CRebuild, Level(0)]);
         assert_eq!((s.rebuild_count(), s.write_count(), s.total_writes()), (2, 1, 9));
         assert_eq!(s.runs().iter().map(|r| (r.tag, r.built_at)).collect::<Vec<_>>(), vec![(RunTag::C, 8), (RunTag::level(0), 9)]);
+    }
+
+    #[test]
+    fn resize_grows_and_shrinks_with_unique_increasing_run_names() {
+        let format = BlockFormat::new(8).unwrap();
+        let blocks: Vec<Vec<u8>> = (0..4u8).map(|i| vec![i + 1; 8]).collect();
+        let mut s = ServerState::new(format, blocks.clone()).unwrap();
+        let mut seen = vec![s.c().built_at];
+        for w in 0..3u64 {
+            s.write(w, vec![9; 8]).unwrap();
+            seen.extend(s.runs().iter().map(|r| r.built_at));
+        }
+        // Grow 4 → 16: U padded with zero blocks; C = encode(new U) (independent reference:
+        // a fresh state from the same blocks), H empty, names above every earlier one.
+        s.resize(16).unwrap();
+        let mut expect_u: Vec<Vec<u8>> = vec![vec![9; 8], vec![9; 8], vec![9; 8], vec![4; 8]];
+        expect_u.resize(16, vec![0; 8]);
+        let fresh = ServerState::new(format, expect_u.clone()).unwrap();
+        assert_eq!(s.u(), fresh.u());
+        assert_eq!(s.c().blocks, fresh.c().blocks);
+        assert_eq!((s.num_blocks(), s.write_count(), s.runs().len()), (16, 0, 1));
+        assert!(seen.iter().all(|b| *b < s.c().built_at), "{seen:?} vs {}", s.c().built_at);
+        assert_eq!(run_built_at(s.rebuild_count(), s.log_blocks(), 0, RunTag::C), Some(s.c().built_at));
+        seen.push(s.c().built_at);
+        for w in 0..21u64 {
+            s.write(w % 16, vec![w as u8; 8]).unwrap();
+            for r in s.runs() {
+                assert_eq!(run_built_at(s.rebuild_count(), s.log_blocks(), s.write_count(), r.tag), Some(r.built_at));
+            }
+            let newest = s.runs().iter().map(|r| r.built_at).max().unwrap();
+            assert!(seen.iter().all(|b| *b <= newest));
+            seen.push(newest);
+        }
+        // Shrink 16 → 2 right after: the new C's name is still above every earlier one
+        // (a plain rebuilds·N' would have gone back in time).
+        let before: Vec<Vec<u8>> = s.u()[..2].to_vec();
+        s.resize(2).unwrap();
+        assert_eq!(s.u(), &before[..]);
+        assert!(seen.iter().all(|b| *b < s.c().built_at));
+        assert_eq!(s.c().blocks, ServerState::new(format, before).unwrap().c().blocks);
+        // Bad sizes change nothing.
+        let keep = s.clone();
+        assert!(s.resize(2).is_err() && s.resize(3).is_err() && s.resize(0).is_err());
+        assert_eq!(s, keep);
     }
 
     #[test]
