@@ -586,3 +586,70 @@ fn deferred_builds_match_the_reference_with_the_background_builder() {
         deferred_builds_case(seed, n, beta, true);
     }
 }
+
+/// Resize (App. A.3) against `ServerState::resize`: grow and shrink with writes
+/// between, reopening, a posted pre-resize digest whose runs (with the old N) stay
+/// served, and U's files cut back on open when a growth never committed.
+#[test]
+fn resizes_match_the_reference_and_keep_pinned_digests() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(77);
+    let mut store = open(dir.path());
+    let mut nonce = 0;
+    let beta = 24usize;
+    let (mut reference, mut sealed) = upload(&store, &mut rng, 4, beta, &mut nonce);
+    let write = |store: &Store, reference: &mut ServerState, sealed: &mut Vec<[u8; 32]>, nonce: &mut u64, rng: &mut StdRng| {
+        let index = rng.gen_range(0..reference.num_blocks());
+        let block = random_block(rng, beta);
+        let s: [u8; 32] = rng.gen();
+        *nonce += 1;
+        store.write(DEAL, *nonce, index, block.clone(), s).unwrap();
+        reference.write(index, block).unwrap();
+        sealed[index as usize] = s;
+    };
+    for _ in 0..5 {
+        write(&store, &mut reference, &mut sealed, &mut nonce, &mut rng);
+    }
+    let old = digest_of(&store.view(DEAL).unwrap(), 1);
+    store.check_cosign(DEAL, &old).unwrap();
+    store.set_posted(DEAL, &old).unwrap();
+    for (to, writes) in [(16u64, 19usize), (2, 3), (8, 9)] {
+        let from = reference.num_blocks();
+        nonce += 1;
+        let out = store.resize(DEAL, nonce, to).unwrap();
+        reference.resize(to).unwrap();
+        sealed.resize(to as usize, dpor_core::checksum::UNWRITTEN_U);
+        let ctx = format!("resized {from} → {to}");
+        assert_eq!(out.run, reference.c().id(), "{ctx}");
+        assert_eq!(out.root_u, merkle::u_tree(reference.u(), &sealed).unwrap().root(), "{ctx}");
+        assert_eq!(store.view(DEAL).unwrap().params.num_blocks, to);
+        check(&store, &reference, &sealed, &ctx);
+        // The posted digest from before the first resize is still served whole.
+        assert_digest_runs(&store, &old);
+        drop(store);
+        store = open(dir.path());
+        check(&store, &reference, &sealed, &format!("{ctx}, reopened"));
+        assert_digest_runs(&store, &old);
+        for _ in 0..writes {
+            write(&store, &mut reference, &mut sealed, &mut nonce, &mut rng);
+        }
+        check(&store, &reference, &sealed, &format!("{ctx}, then writes"));
+    }
+    // A resize to the same N, or to a size that is not a power of two, changes nothing.
+    let before = store.view(DEAL).unwrap();
+    for bad in [8u64, 6, 0] {
+        nonce += 1;
+        assert!(matches!(store.resize(DEAL, nonce, bad), Err(StoreError::Params(_))), "{bad}");
+    }
+    assert_eq!(store.view(DEAL).unwrap().root_u, before.root_u);
+    // A growth whose commit never happened (files extended, record still at N = 8):
+    // the files are cut back on open and the state is the committed one.
+    drop(store);
+    let u_blocks = dir.path().join("deals").join(DEAL.to_string()).join("u.blocks");
+    let f = std::fs::OpenOptions::new().write(true).open(&u_blocks).unwrap();
+    f.set_len(64 * beta as u64).unwrap();
+    drop(f);
+    store = open(dir.path());
+    assert_eq!(std::fs::metadata(&u_blocks).unwrap().len(), 8 * beta as u64);
+    check(&store, &reference, &sealed, "after an uncommitted growth");
+}

@@ -84,6 +84,7 @@ mod gc;
 mod meta;
 mod read;
 mod recovery;
+mod resize;
 mod runs;
 mod space;
 mod u;

@@ -42,7 +42,12 @@ fn open_one(path: &Path, len: u64, create: bool) -> Result<File> {
         .open(path)
         .map_err(|e| StoreError::io("open", path, len, e))?;
     let cur = f.metadata().map_err(|e| StoreError::io("stat", path, len, e))?.len();
-    if cur != len {
+    if cur > len && !create {
+        // A resize's growth that never committed, or a committed shrink whose
+        // truncation a crash cut short (`resize.rs`): the record's N is the truth.
+        f.set_len(len).map_err(|e| StoreError::io("truncate", path, len, e))?;
+        f.sync_all().map_err(|e| StoreError::io("fsync", path, len, e))?;
+    } else if cur != len {
         if !create {
             return Err(StoreError::Corrupt(format!("{} has {cur} bytes, expected {len}", path.display())));
         }
@@ -61,7 +66,8 @@ impl UFiles {
         Self::open_impl(dir, num_blocks, block_bytes, true)
     }
 
-    /// Opens existing U files; [`StoreError::Corrupt`] if a size is wrong.
+    /// Opens existing U files for N blocks: files longer than N blocks are cut to N
+    /// (what a resize left, `resize.rs`); [`StoreError::Corrupt`] if one is shorter.
     pub(crate) fn open(dir: &Path, num_blocks: u64, block_bytes: u64) -> Result<Self> {
         Self::open_impl(dir, num_blocks, block_bytes, false)
     }
@@ -82,6 +88,47 @@ impl UFiles {
             }
             _ => Err(StoreError::Corrupt("U files".into())),
         }
+    }
+
+    /// Grows U from `old_n` to `new_n` blocks (a resize, App. A.3): allocates the
+    /// files, and gives blocks `old_n..new_n` zero bytes, σ̃ = [`UNWRITTEN_U`] (zero
+    /// bytes too) and the zero block's root, then fsyncs. Uncommitted until the
+    /// caller's record says N = `new_n` (a shorter N on open cuts the files back).
+    ///
+    /// [`UNWRITTEN_U`]: dpor_core::checksum::UNWRITTEN_U
+    pub(crate) fn grow(&self, old_n: u64, new_n: u64) -> Result<()> {
+        let beta = self.block_bytes;
+        let lens = [new_n.saturating_mul(beta), new_n.saturating_mul(32), new_n.saturating_mul(32)];
+        for (i, (f, len)) in [&self.blocks, &self.sealed, &self.roots].iter().zip(lens).enumerate() {
+            f.set_len(len).map_err(|e| StoreError::io("grow", &self.path(i), len, e))?;
+            f.allocate(len).map_err(|e| StoreError::io("allocate", &self.path(i), len, e))?;
+        }
+        // The new blocks' roots: one zero block's root, repeated (written in pieces).
+        let zero_root = merkle::block_root(&vec![0u8; beta as usize]);
+        let per = 1u64 << 16;
+        let mut start = old_n;
+        while start < new_n {
+            let count = per.min(new_n - start);
+            let buf: Vec<u8> = (0..count).flat_map(|_| zero_root.0).collect();
+            self.roots
+                .write_all_at(&buf, start.saturating_mul(32))
+                .map_err(|e| StoreError::io("write", &self.path(2), buf.len() as u64, e))?;
+            start += count;
+        }
+        for (i, f) in [&self.blocks, &self.sealed, &self.roots].iter().enumerate() {
+            f.sync_all().map_err(|e| StoreError::io("fsync", &self.path(i), 0, e))?;
+        }
+        Ok(())
+    }
+
+    /// Cuts U to `new_n` blocks (a committed shrink) and fsyncs.
+    pub(crate) fn shrink(&self, new_n: u64) -> Result<()> {
+        let lens = [new_n.saturating_mul(self.block_bytes), new_n.saturating_mul(32), new_n.saturating_mul(32)];
+        for (i, (f, len)) in [&self.blocks, &self.sealed, &self.roots].iter().zip(lens).enumerate() {
+            f.set_len(len).map_err(|e| StoreError::io("truncate", &self.path(i), len, e))?;
+            f.sync_all().map_err(|e| StoreError::io("fsync", &self.path(i), 0, e))?;
+        }
+        Ok(())
     }
 
     fn path(&self, i: usize) -> PathBuf {
