@@ -11,7 +11,7 @@ use crate::signing::{recover_owner, ProviderSigner};
 use crate::store::{DealParams, LastAnswer, Phase, Store, StoreError};
 use alloy_primitives::{Address, B256};
 use async_trait::async_trait;
-use dpor_core::digest::Digest;
+use dpor_core::digest::{Digest, Resize};
 use dpor_core::RunId;
 use dpor_proto::codec::FrameError;
 use dpor_proto::messages::{
@@ -42,6 +42,28 @@ pub struct ChainDeal {
 pub trait DealLookup: Send + Sync + 'static {
     /// The deal `id`, or `None` if the chain has no such deal.
     async fn deal(&self, id: u64) -> anyhow::Result<Option<ChainDeal>>;
+
+    /// Makes the provider account ready for `resizeDeal` of deal `id` to lock
+    /// `collateral` wei in total (docs/CONTRACTS.md, "Resizing"): if that is more than
+    /// the deal's collateral now, checks the account's balance and approves the
+    /// market for the difference. The default (a fixed table in tests) does nothing.
+    async fn prepare_resize(&self, id: u64, collateral: u128) -> anyhow::Result<()> {
+        let _ = (id, collateral);
+        Ok(())
+    }
+}
+
+/// The terms a node co-signs a resize under (docs/CONTRACTS.md, "Resizing"): its ask
+/// and collateral rate (wei per block per epoch, wei per block, as registered) and
+/// the most blocks it takes in one deal (its capacity).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResizePolicy {
+    /// Least price per block per epoch, wei.
+    pub price_per_block_epoch: u128,
+    /// Most collateral per block, wei.
+    pub collateral_per_block: u128,
+    /// Most blocks (N') of one deal.
+    pub max_blocks: u64,
 }
 
 /// Testing only: ways a cheating node answers audits and spot-checks, so that tests
@@ -124,12 +146,20 @@ pub struct NodeHandler {
     signer: Arc<ProviderSigner>,
     misbehavior: Misbehavior,
     serve_rate: Option<ServeRate>,
+    resize_policy: Option<ResizePolicy>,
 }
 
 impl NodeHandler {
     /// A handler over `store`, checking uploads against `deals`, co-signing with `signer`.
     pub fn new(store: Arc<Store>, deals: Arc<dyn DealLookup>, signer: Arc<ProviderSigner>) -> Self {
-        Self { store, deals, signer, misbehavior: Misbehavior::None, serve_rate: None }
+        Self { store, deals, signer, misbehavior: Misbehavior::None, serve_rate: None, resize_policy: None }
+    }
+
+    /// The terms under which resizes are done and co-signed; without one (tests), any
+    /// terms are accepted.
+    pub fn with_resize_policy(mut self, policy: ResizePolicy) -> Self {
+        self.resize_policy = Some(policy);
+        self
     }
 
     /// Caps bulk reads (`Download`, `Coded`) at `bytes_per_sec` across all peers
@@ -495,6 +525,59 @@ impl NodeHandler {
                 let hash = d.digest_hash(self.signer.chain_id(), self.signer.market());
                 let signature = self.signer.sign(hash).map_err(|e| Fail::new(ErrorCode::Internal, e))?;
                 tracing::info!(deal, version = d.version, %hash, "co-signed digest");
+                Ok(Response::Cosigned { signature: ByteBuf::from(signature), provider: self.signer.address() })
+            }
+            OwnerOp::Resize { num_blocks } => {
+                let chain = self.chain_deal(deal).await?;
+                if !chain.active {
+                    return Err(Fail::new(ErrorCode::WrongPhase, format!("deal {deal} is not active on chain")));
+                }
+                if let Some(p) = self.resize_policy {
+                    if num_blocks > p.max_blocks {
+                        return Err(Fail::new(
+                            ErrorCode::DiskFull,
+                            format!("a deal of {num_blocks} blocks is over this node's capacity of {} blocks", p.max_blocks),
+                        ));
+                    }
+                }
+                let out = self.blocking(move |s| s.resize(deal, nonce, num_blocks)).await?;
+                Ok(Response::Written { step: out.step.into(), run: out.run.into(), run_root: out.run_root, root_u: out.root_u })
+            }
+            OwnerOp::CosignResize { digest, price_per_epoch, collateral } => {
+                if digest.deal != deal {
+                    return Err(Fail::new(ErrorCode::Mismatch, format!("digest for deal {} sent for deal {deal}", digest.deal)));
+                }
+                let resize = Resize { digest: Digest::from(&digest), pricePerEpoch: price_per_epoch, collateral };
+                resize.validate().map_err(|e| Fail::new(ErrorCode::Mismatch, format!("not a resize digest: {e}")))?;
+                let n = resize.digest.numBlocks;
+                let chain = self.chain_deal(deal).await?;
+                if !chain.active || chain.num_blocks == n {
+                    return Err(Fail::new(
+                        ErrorCode::Mismatch,
+                        format!("deal {deal} already has N = {} on chain (active: {}): co-sign its digest instead", chain.num_blocks, chain.active),
+                    ));
+                }
+                if let Some(p) = self.resize_policy {
+                    let ask = p.price_per_block_epoch.saturating_mul(u128::from(n));
+                    let most = p.collateral_per_block.saturating_mul(u128::from(n));
+                    if price_per_epoch < ask || collateral > most {
+                        return Err(Fail::new(
+                            ErrorCode::Mismatch,
+                            format!(
+                                "terms refused for N' = {n}: price {price_per_epoch} wei/epoch (ask ≥ {ask}), collateral {collateral} wei (≤ {most})"
+                            ),
+                        ));
+                    }
+                }
+                let d2 = resize.digest.clone();
+                self.blocking(move |s| s.check_cosign(deal, &d2)).await?;
+                self.deals
+                    .prepare_resize(deal, collateral)
+                    .await
+                    .map_err(|e| Fail::new(ErrorCode::Internal, format!("cannot lock the new collateral: {e:#}")))?;
+                let hash = resize.signing_hash(self.signer.chain_id(), self.signer.market());
+                let signature = self.signer.sign(hash).map_err(|e| Fail::new(ErrorCode::Internal, e))?;
+                tracing::info!(deal, n, price_per_epoch, collateral, %hash, "co-signed a resize");
                 Ok(Response::Cosigned { signature: ByteBuf::from(signature), provider: self.signer.address() })
             }
         }

@@ -35,6 +35,22 @@ impl DealLookup for ChainDeals {
             active: d.state == dpor_chain::DealState::Active,
         }))
     }
+
+    async fn prepare_resize(&self, id: u64, collateral: u128) -> anyhow::Result<()> {
+        let d = self.0.get_deal(id).await?;
+        let more = collateral.saturating_sub(d.collateral);
+        if more == 0 {
+            return Ok(());
+        }
+        let me = self.0.account().context("no provider key")?;
+        let balance = self.0.balance_of(me).await?;
+        anyhow::ensure!(
+            balance >= alloy_primitives::U256::from(more),
+            "the provider account holds {balance} tokens, the resize locks {more} more (docs/OPERATIONS.md, \"Funding the accounts\")"
+        );
+        self.0.ensure_allowance(alloy_primitives::U256::from(more)).await?;
+        Ok(())
+    }
 }
 
 /// The store as the chain agent sees it (with the testing misbehaviour, if any, that
@@ -134,7 +150,12 @@ pub async fn start(config: &NodeConfig) -> anyhow::Result<RunningNode> {
 
     let listen: Multiaddr = config.listen.parse().with_context(|| format!("bad listen address {:?}", config.listen))?;
     let handler = NodeHandler::new(store.clone(), Arc::new(ChainDeals(market.clone())), signer)
-        .with_serve_rate(config.serve_rate_bytes_per_sec);
+        .with_serve_rate(config.serve_rate_bytes_per_sec)
+        .with_resize_policy(crate::handler::ResizePolicy {
+            price_per_block_epoch: config.price_per_block_epoch,
+            collateral_per_block: config.collateral_per_block,
+            max_blocks: config.capacity_blocks,
+        });
     #[cfg(feature = "testing")]
     let handler = {
         if config.misbehave != crate::handler::Misbehavior::None {

@@ -394,6 +394,28 @@ pub enum OwnerOp {
         /// The digest.
         digest: WireDigest,
     },
+    /// Resize (App. A.3; docs/SCHEME.md §10.5): N becomes `num_blocks` (another power
+    /// of two); U keeps its first min(N, N') blocks, new blocks are zero with σ̃ =
+    /// `UNWRITTEN_U`; C is rebuilt for N' and H emptied. Answer: [`Response::Written`]
+    /// (step C-rebuild, the new C, the new rootU).
+    Resize {
+        /// N', blocks.
+        num_blocks: u64,
+    },
+    /// Co-sign a resize for `resizeDeal` (docs/CONTRACTS.md, "Resizing"): the node
+    /// signs the EIP-712 `Resize` (the digest, the new price per epoch and collateral)
+    /// if the digest describes exactly its current state (as [`OwnerOp::Cosign`]),
+    /// the digest's N differs from the deal's N on chain, the price is at least its
+    /// ask and the collateral at most its rate for N' blocks (wei). Answer:
+    /// [`Response::Cosigned`].
+    CosignResize {
+        /// The first digest of the new size (t = 0, H empty).
+        digest: WireDigest,
+        /// New price per epoch, wei.
+        price_per_epoch: u128,
+        /// New collateral, wei.
+        collateral: u128,
+    },
 }
 
 impl OwnerOp {
@@ -418,6 +440,8 @@ impl OwnerOp {
             OwnerOp::UploadFinish => "upload-finish",
             OwnerOp::Write { .. } => "write",
             OwnerOp::WriteBatch { .. } => "write-batch",
+            OwnerOp::Resize { .. } => "resize",
+            OwnerOp::CosignResize { .. } => "cosign-resize",
             OwnerOp::StoreSealed { .. } => "store-sealed",
             OwnerOp::Cosign { .. } => "cosign",
         }
