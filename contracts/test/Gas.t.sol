@@ -242,6 +242,35 @@ contract GasTest is MarketFixture {
         _epoch(id, d, 2, true);
     }
 
+    /// resizeDeal (App. A.3) of the 2^20-block deal: a grow to 2^21 (escrow and collateral
+    /// pulled, the new C root, no levels) and a shrink back (both differences credited).
+    function test_gas_resizeDeal() public {
+        (uint256 id,) = _deal(1);
+        _resizeOne(id, 3, 2 * N, "resizeDeal (grow 2^20 -> 2^21, escrow and collateral pulled)");
+        _resizeOne(id, 4, N, "resizeDeal (shrink 2^21 -> 2^20, both differences credited)");
+    }
+
+    function _resizeOne(uint256 id, uint64 v, uint64 n, string memory name) internal {
+        Digest memory d;
+        d.dealId = id;
+        d.version = v;
+        d.numBlocks = n;
+        d.rebuildCount = 2;
+        d.rootU = keccak256(abi.encode("U", v));
+        d.rootC = keccak256(abi.encode("C", v));
+        uint128 price = uint128(n) * PRICE;
+        uint128 col = uint128(n) * COLLATERAL;
+        bytes32 h = market.resizeHash(d, price, col);
+        bytes memory so = _sig(OWNER_PK, h);
+        bytes memory sp = _sig(PROVIDER_PK, h);
+        bytes memory data = abi.encodeCall(market.resizeDeal, (d, price, col, so, sp));
+        _cool();
+        uint256 g = gasleft();
+        market.resizeDeal(d, price, col, so, sp);
+        _report(name, g - gasleft(), data);
+        vm.assertEq(market.getDeal(id).numBlocks, n);
+    }
+
     function test_gas_deployment() public {
         uint256 g = gasleft();
         new DporMarket(IERC20(address(token)), IRandomnessBeacon(address(beacon)), _params());

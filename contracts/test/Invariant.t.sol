@@ -27,6 +27,7 @@ contract Handler is TestBase, TreeKit {
     bool public versionDecreased;
     bool public overWithdrawn;
     uint256 public calls;
+    uint256 public resizes;
 
     constructor(IDporMarketFull m, TestToken t, uint256 oPk, uint256 pPk, address c) {
         market = m;
@@ -96,6 +97,26 @@ contract Handler is TestBase, TreeKit {
         preimage[h] = g;
     }
 
+    /// Resizes a deal (App. A.3) to N ∈ {1, 2, 4}, a per-block price of 0..2 tokens and a
+    /// collateral of 0..6 tokens per block (so the collateral bound below still holds);
+    /// the escrow and collateral differences are pulled or credited.
+    function resize(uint256 i, uint8 nExp, uint8 skip, uint8 priceSel, uint8 colSel) external checked {
+        if (deals.length == 0) return;
+        uint256 id = _pick(i);
+        IDporMarket.Deal memory d = market.getDeal(id);
+        if (d.numBlocks == 0) return;
+        uint64 n = uint64(1) << (nExp % 3);
+        Digest memory g = buildDigest(id, d.digestVersion + 1 + skip % 3, n, 0, 0, BETA);
+        uint128 price = uint128(n) * (priceSel % 3) * 1e18;
+        uint128 col = uint128(n) * (colSel % 7) * 1e18;
+        bytes32 h = market.resizeHash(g, price, col);
+        (uint8 v1, bytes32 r1, bytes32 s1) = vm.sign(ownerPk, h);
+        (uint8 v2, bytes32 r2, bytes32 s2) = vm.sign(providerPk, h);
+        market.resizeDeal(g, price, col, abi.encodePacked(r1, s1, v1), abi.encodePacked(r2, s2, v2));
+        preimage[market.digestHash(g)] = g;
+        ++resizes;
+    }
+
     /// Tries a stale version: must always revert, and the version must not move.
     function postStale(uint256 i) external checked {
         if (deals.length == 0) return;
@@ -125,7 +146,7 @@ contract Handler is TestBase, TreeKit {
         Digest memory g = preimage[h];
         BlockProof[] memory ps = new BlockProof[](1);
         (uint8 tag, uint64 pos) = market.epochSample(id, e, 0);
-        ps[0] = buildBlockProof(tag, pos, d.numBlocks, BETA);
+        ps[0] = buildBlockProof(tag, pos, g.numBlocks, BETA); // the N of the digest in force (resizes)
         market.submitEpochProof(id, e, g, ps);
     }
 
@@ -164,8 +185,7 @@ contract Handler is TestBase, TreeKit {
         uint256 q = disputes[k % disputes.length];
         IDporMarket.Dispute memory x = market.getDispute(q);
         Digest memory g = preimage[x.digestHash];
-        SampleProof memory p =
-            buildProof(x.runTag, x.position, x.chunkIndex, market.getDeal(x.dealId).numBlocks, BETA);
+        SampleProof memory p = buildProof(x.runTag, x.position, x.chunkIndex, g.numBlocks, BETA);
         vm.prank(provider);
         market.answerDispute(q, g, p);
     }
@@ -251,6 +271,21 @@ contract InvariantTest is MarketFixture {
             vm.assertLe(d.collateral, uint256(d.numBlocks) * COLLATERAL);
             if (d.failures >= MAX_FAILURES) vm.assertEq(uint256(d.state), uint256(IDporMarket.DealState.Terminated));
             if (d.state == IDporMarket.DealState.Active) vm.assertLe(d.settledWithDigest, d.numEpochs);
+            // what resizeDeal relies on: escrow = price × unsettled epochs, a whole multiple
+            if (d.state == IDporMarket.DealState.Active && d.pricePerEpoch != 0) {
+                vm.assertEq(d.escrow % d.pricePerEpoch, 0);
+            }
         }
+    }
+
+    /// The provider's used capacity is the sum of the N of its active deals (accept,
+    /// resizes, close and termination keep it so).
+    function invariant_capacityAccounted() public view {
+        uint256 used;
+        for (uint256 i = 1; i <= market.dealCount(); ++i) {
+            IDporMarket.Deal memory d = market.getDeal(i);
+            if (d.state == IDporMarket.DealState.Active) used += d.numBlocks;
+        }
+        vm.assertEq(market.getProvider(provider).usedBlocks, used, "capacity accounting");
     }
 }

@@ -37,19 +37,38 @@ struct BlockProof {
     bytes32[] runPath;
 }
 
-/// @notice What the market keeps of each posted digest (docs/CONTRACTS.md §4): enough
-///         to tell which digest is in force for an epoch and to check its preimage.
-/// @dev One slot for the hash, one for the four packed uint64.
+/// @notice What the market keeps of each posted digest (docs/CONTRACTS.md §4), as
+///         `getDigestRecord` returns it: enough to tell which digest is in force for an
+///         epoch, to check its preimage, and the N its positions are sampled and bounded
+///         by (a deal's N changes with `resizeDeal`, docs/CONTRACTS.md §4.1).
+/// @dev The view form; storage keeps the packed {StoredDigest}.
 struct DigestRecord {
     /// EIP-712 digest hash (ENCODING §5).
     bytes32 digestHash;
-    /// block.timestamp of the postDigest transaction (seconds).
+    /// block.timestamp of the postDigest (or resizeDeal) transaction (seconds).
     uint64 postedAt;
     /// t of the digest.
     uint64 writeCount;
     /// Version of the next digest posted for the deal (0 while this is the latest).
     uint64 nextVersion;
     /// Version of the digest posted before this one (0 for the first).
+    uint64 prevVersion;
+    /// N of the digest (blocks; 0 for a version never posted). Epochs bound to this
+    /// digest are sampled, and its disputes bounded, with this N, whatever the deal's N is now.
+    uint64 numBlocks;
+}
+
+/// @notice Storage form of a {DigestRecord}: one slot for the hash, one for the rest.
+/// @dev N is kept as log2(N) in a uint8 next to t, which takes the remaining 56 bits
+///      (t < N ≤ 2^40, so it fits); no extra storage slot per digest.
+struct StoredDigest {
+    bytes32 digestHash;
+    uint64 postedAt;
+    /// t of the digest (< N ≤ 2^40).
+    uint56 writeCount;
+    /// log2(N) of the digest (N is a power of two, 1..2^40).
+    uint8 log2NumBlocks;
+    uint64 nextVersion;
     uint64 prevVersion;
 }
 

@@ -2,7 +2,7 @@
 pragma solidity ^0.8.24;
 
 import {MarketBase} from "./MarketBase.sol";
-import {Digest, SampleProof} from "../lib/DporTypes.sol";
+import {Digest, SampleProof, StoredDigest} from "../lib/DporTypes.sol";
 import {DporSampling} from "../lib/DporSampling.sol";
 
 /// @title Disputes
@@ -34,7 +34,9 @@ abstract contract Disputes is MarketBase {
     ///         {answerSeconds} against the digest stored in the dispute.
     /// @dev Anyone. The deal must be Active, now < the last deadline + {graceSeconds}
     ///      ({DisputePeriodOver}, finding 6), `version` must be the posted version, and
-    ///      the sample must exist in that digest.
+    ///      the sample must exist in that digest: run `runTag` exists for its t, `position`
+    ///      < the run's size under the digest's own N (its record), `chunkIndex` < the
+    ///      chunks per coded block ({WrongSample}).
     /// @return disputeId The dispute's id.
     function openDispute(
         uint256 dealId,
@@ -51,9 +53,13 @@ abstract contract Disputes is MarketBase {
         if (deal.digestVersion == 0) revert NoDigest();
         if (version != deal.digestVersion) revert StaleVersion();
         if (block.timestamp >= _lastDeadline(deal) + graceSeconds) revert DisputePeriodOver();
+        // Bounded by the disputed digest's own t and N (its record), not the deal's: the
+        // same values today (only the latest digest can be disputed and N changes only
+        // with a new digest, resizeDeal), and no position valid only under another N.
+        StoredDigest storage rec = _digests[dealId][version];
         if (
-            !DporSampling.runExists(runTag, deal.writeCount)
-                || position >= DporSampling.runSize(runTag, deal.numBlocks)
+            !DporSampling.runExists(runTag, rec.writeCount)
+                || position >= DporSampling.runSize(runTag, uint256(1) << rec.log2NumBlocks)
                 || chunkIndex >= DporSampling.chunkCount(DporSampling.codedBlockBytes(deal.blockSize))
         ) revert WrongSample();
         uint256 auditId = _record(dealId, epoch, version, false, transcriptHash);

@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.24;
 
-import {DigestRegistry} from "./DigestRegistry.sol";
-import {Digest, BlockProof, DigestRecord} from "../lib/DporTypes.sol";
+import {DealResize} from "./DealResize.sol";
+import {Digest, BlockProof, StoredDigest} from "../lib/DporTypes.sol";
 import {DporSampling} from "../lib/DporSampling.sol";
 
 /// @title EpochProofs
 /// @notice Global epoch seeds (beacon or dev mode), per-epoch whole-block proofs
 ///         (docs/ENCODING.md §8) bound to the digest in force at the epoch's start, and
 ///         missed epochs (docs/CONTRACTS.md §5).
-abstract contract EpochProofs is DigestRegistry {
+abstract contract EpochProofs is DealResize {
     /// @notice Proves epoch `epoch` of deal `dealId` with K whole coded blocks (finding 3)
     ///         against the digest in force at the epoch's start (finding 2): `d` is its
     ///         preimage, whatever was posted since. Credits the provider one epoch of payment.
@@ -19,7 +19,9 @@ abstract contract EpochProofs is DigestRegistry {
     ///      before start_e ({DigestNotInForce}); hash(d) equal to its record
     ///      ({DigestMismatch}); the global seed available ({SeedUnavailable}); exactly K
     ///      proofs ({WrongSampleCount}) naming the derived samples ({WrongSample}) that
-    ///      verify ({InvalidProof}); epoch unsettled ({EpochSettled}).
+    ///      verify ({InvalidProof}); epoch unsettled ({EpochSettled}). Samples and run
+    ///      sizes use `d.numBlocks`, the N of the digest in force (hash-checked), which
+    ///      differs from the deal's current N when a resize came after the epoch's start.
     /// @param dealId The deal.
     /// @param epoch The deal epoch (0-based).
     /// @param d Preimage of the digest in force for the epoch.
@@ -96,7 +98,7 @@ abstract contract EpochProofs is DigestRegistry {
         Deal storage deal = _deal(dealId);
         if (deal.acceptedAt == 0) revert WrongDealState();
         (uint256 start,) = _window(deal, epoch);
-        DigestRecord storage rec;
+        StoredDigest storage rec;
         (version, rec) = _inForce(dealId, deal, start);
         if (version != 0) return (version, rec.digestHash, rec.writeCount);
     }
@@ -112,10 +114,13 @@ abstract contract EpochProofs is DigestRegistry {
         Deal storage deal = _deal(dealId);
         if (deal.acceptedAt == 0) revert WrongDealState();
         (uint256 start,) = _window(deal, epoch);
-        (uint64 v, DigestRecord storage rec) = _inForce(dealId, deal, start);
+        (uint64 v, StoredDigest storage rec) = _inForce(dealId, deal, start);
         if (v == 0) revert NoDigest();
         bytes32 seed = peekSeed(dealId, epoch);
-        (uint256 t, uint256 p) = DporSampling.epochSample(seed, rec.digestHash, j, deal.numBlocks, rec.writeCount);
+        // The N of the digest the epoch is bound to, not the deal's current one (a resize
+        // after the epoch's start does not move its samples).
+        (uint256 t, uint256 p) =
+            DporSampling.epochSample(seed, rec.digestHash, j, uint256(1) << rec.log2NumBlocks, rec.writeCount);
         return (uint8(t), uint64(p));
     }
 
@@ -132,7 +137,7 @@ abstract contract EpochProofs is DigestRegistry {
 
     /// @dev Checks `d` is the digest in force at `start` and returns its hash.
     function _checkInForce(uint256 dealId, Digest calldata d, uint256 start) private view returns (bytes32 dh) {
-        DigestRecord storage rec = _digests[dealId][d.version];
+        StoredDigest storage rec = _digests[dealId][d.version];
         uint64 postedAt = rec.postedAt;
         if (postedAt == 0 || postedAt >= start) revert DigestNotInForce();
         uint64 next = rec.nextVersion;

@@ -158,6 +158,8 @@ interface IDporMarket {
     /// Disputes are closed: the deal's last deadline + graceSeconds has passed.
     error DisputePeriodOver();
     error DisputesOpen();
+    /// An exit was requested (numEpochs < termEpochs): the deal cannot be resized.
+    error ExitPending();
     error StaleVersion();
     error WrongNumBlocks();
     error WriteCountTooLarge();
@@ -240,6 +242,19 @@ interface IDporMarket {
     /// @notice A party asked to end the deal early: the term is now `numEpochs` epochs.
     event ExitRequested(uint256 indexed dealId, address indexed by, uint32 numEpochs);
     event DealTerminated(uint256 indexed dealId, uint16 failures, uint128 escrowRefund, uint128 collateralToOwner);
+    /// @notice A deal was resized (paper App. A.3; docs/CONTRACTS.md §4.1) from
+    ///         `oldNumBlocks` to `newNumBlocks` blocks; from now on its price is
+    ///         `pricePerEpoch` wei per epoch, its escrow `escrow` wei (price × unsettled
+    ///         epochs) and its collateral `collateral` wei. Follows the {DigestPosted} of
+    ///         the new size's first digest.
+    event DealResized(
+        uint256 indexed dealId,
+        uint64 oldNumBlocks,
+        uint64 newNumBlocks,
+        uint128 pricePerEpoch,
+        uint128 escrow,
+        uint128 collateral
+    );
     /// @notice The whole digest preimage, so auditors can read every root from logs.
     event DigestPosted(uint256 indexed dealId, uint64 indexed version, bytes32 digestHash, Digest digest);
     /// @notice The seed of global epoch `globalEpoch` was stored: from beacon round
@@ -411,7 +426,21 @@ interface IDporMarketFull is IDporMarket {
             bytes32 salt,
             uint256[] memory extensions
         );
-    /// @notice The stored record of a digest version.
+    /// @notice Resizes a deal to d.numBlocks with its first digest of the new size, a new
+    ///         price per epoch and a new collateral, signed by owner and provider (App. A.3).
+    function resizeDeal(
+        Digest calldata d,
+        uint128 pricePerEpoch,
+        uint128 collateral,
+        bytes calldata ownerSig,
+        bytes calldata providerSig
+    ) external;
+    /// @notice The EIP-712 hash owner and provider sign for a resize.
+    function resizeHash(Digest calldata d, uint128 pricePerEpoch, uint128 collateral)
+        external
+        view
+        returns (bytes32);
+    /// @notice The stored record of a digest version, with the digest's own N.
     function getDigestRecord(uint256 dealId, uint64 version) external view returns (DigestRecord memory);
     /// @notice The digest in force for a deal epoch (last posted strictly before its start).
     function digestInForce(uint256 dealId, uint64 epoch)

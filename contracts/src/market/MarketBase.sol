@@ -8,7 +8,7 @@ import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
 import {IDporMarket} from "./IDporMarket.sol";
 import {IRandomnessBeacon} from "./IRandomnessBeacon.sol";
 import {DporVerifier} from "./DporVerifier.sol";
-import {Digest, DigestRecord, MarketParams} from "../lib/DporTypes.sol";
+import {Digest, StoredDigest, MarketParams} from "../lib/DporTypes.sol";
 import {DporDigest} from "../lib/DporDigest.sol";
 
 /// @title MarketBase
@@ -70,8 +70,9 @@ abstract contract MarketBase is IDporMarket, ReentrancyGuard, EIP712 {
     mapping(address => uint256) public owed;
     /// @notice Seed of a global epoch, stored on first touch (0 = not stored yet); shared by all deals.
     mapping(uint64 => bytes32) public globalSeeds;
-    /// @dev Per deal and version: the digest records (history kept for epoch binding).
-    mapping(uint256 => mapping(uint64 => DigestRecord)) internal _digests;
+    /// @dev Per deal and version: the digest records (history kept for epoch binding;
+    ///      each with its own N, which {resizeDeal} may change for later versions).
+    mapping(uint256 => mapping(uint64 => StoredDigest)) internal _digests;
     /// @dev 2 bits of {EpochStatus} per epoch, 128 epochs per word.
     mapping(uint256 => mapping(uint256 => uint256)) internal _epochBits;
     mapping(uint256 => AuditRecord) internal _audits;
@@ -289,7 +290,7 @@ abstract contract MarketBase is IDporMarket, ReentrancyGuard, EIP712 {
     function _inForce(uint256 dealId, Deal storage d, uint256 start)
         internal
         view
-        returns (uint64 version, DigestRecord storage rec)
+        returns (uint64 version, StoredDigest storage rec)
     {
         version = d.digestVersion;
         rec = _digests[dealId][version];

@@ -178,6 +178,29 @@ abstract contract MarketFixture is TestBase, TreeKit {
         _post(d);
     }
 
+    /// @dev The owner's and the provider's signatures of a resize (App. A.3).
+    function _resizeSigs(Digest memory d, uint128 price, uint128 collateral)
+        internal
+        view
+        returns (bytes memory so, bytes memory sp)
+    {
+        bytes32 h = market.resizeHash(d, price, collateral);
+        so = _sig(OWNER_PK, h);
+        sp = _sig(PROVIDER_PK, h);
+    }
+
+    /// @dev Resizes deal `d.dealId` to `d` (signed by both parties, relayed by a stranger).
+    function _resize(Digest memory d, uint128 price, uint128 collateral) internal {
+        (bytes memory so, bytes memory sp) = _resizeSigs(d, price, collateral);
+        vm.prank(stranger);
+        market.resizeDeal(d, price, collateral, so, sp);
+    }
+
+    /// @dev The first digest of a new size n over real trees (write count 0, no levels).
+    function _resizeDigest(uint256 id, uint64 v, uint64 n) internal view returns (Digest memory d) {
+        d = buildDigest(id, v, n, 0, 0, market.getDeal(id).blockSize);
+    }
+
     /// @dev Warps to the start of deal epoch `e` (if not there yet).
     function _enterEpoch(uint256 id, uint64 e) internal {
         (uint256 start,) = market.epochWindow(id, e);
