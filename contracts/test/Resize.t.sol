@@ -6,6 +6,8 @@ import {IDporMarket} from "../src/market/IDporMarket.sol";
 import {Digest, BlockProof, SampleProof, DigestRecord} from "../src/lib/DporTypes.sol";
 import {DporDigest} from "../src/lib/DporDigest.sol";
 import {DporSampling} from "../src/lib/DporSampling.sol";
+import {Wallet1271} from "./utils/Mocks.sol";
+import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 
 /// @notice Unit tests of deal resizing (paper App. A.3; docs/CONTRACTS.md §4.1):
 ///         `resizeDeal` and `resizeHash`, the exact token movements of a grow and a
@@ -287,6 +289,32 @@ contract ResizeTest is MarketFixture {
         SampleProof memory p = buildProof(0, 20, 1, 16, BETA);
         market.answerDispute(q, d2, p);
         vm.assertEq(uint256(market.getDispute(q).state), uint256(IDporMarket.DisputeState.Answered));
+    }
+
+    /// An ERC-1271 wallet owner consents to a grow through isValidSignature (and can
+    /// refuse); the escrow difference is pulled from the wallet.
+    function test_resize_contractWalletOwner() public {
+        uint256 signerPk = 0x5151;
+        Wallet1271 w = new Wallet1271(vm.addr(signerPk));
+        token.mint(address(w), 1e24);
+        w.exec(address(token), abi.encodeCall(IERC20.approve, (address(market), type(uint256).max)));
+        bytes memory ret =
+            w.exec(address(market), abi.encodeCall(market.openDeal, (provider, 4, BETA, 16, 1, 5, PRICE, COLLATERAL)));
+        uint256 id = abi.decode(ret, (uint256));
+        vm.prank(provider);
+        market.acceptDeal(id);
+        Digest memory d = _resizeDigest(id, 1, 8);
+        bytes32 h = market.resizeHash(d, 8 * PRICE, 8 * COLLATERAL);
+        bytes memory ws = _sig(signerPk, h);
+        bytes memory ps = _sig(PROVIDER_PK, h);
+        w.setRefuse(true);
+        vm.expectRevert(IDporMarket.BadOwnerSignature.selector);
+        market.resizeDeal(d, 8 * PRICE, 8 * COLLATERAL, ws, ps);
+        w.setRefuse(false);
+        uint256 before = token.balanceOf(address(w));
+        market.resizeDeal(d, 8 * PRICE, 8 * COLLATERAL, ws, ps);
+        vm.assertEq(before - token.balanceOf(address(w)), 5 * 4 * PRICE);
+        vm.assertEq(market.getDeal(id).numBlocks, 8);
     }
 
     /// Closing after a resize returns the resized collateral and releases the new N.
