@@ -10,9 +10,10 @@ import {Digest, BlockProof, SampleProof} from "../src/lib/DporTypes.sol";
 /// @notice An honest provider (it co-signs only states it stores, always proves every
 ///         epoch that has a digest in force and answers every dispute at once) against an
 ///         owner and an auditor doing anything the interface allows: post digests and
-///         version bumps at any time, dispute any sample, markMissed, closeDeal, exits,
-///         seeds, withdrawals, and warps of up to one epoch (the provider acts before and
-///         after each one, so it gets a turn in every proof window).
+///         version bumps at any time, resizes (new N, price and collateral) at any time,
+///         dispute any sample, markMissed, closeDeal, exits, seeds, withdrawals, and warps
+///         of up to one epoch (the provider acts before and after each one, so it gets a
+///         turn in every proof window).
 contract HonestHandler is TestBase, TreeKit {
     IDporMarketFull internal market;
     TestToken internal token;
@@ -35,6 +36,7 @@ contract HonestHandler is TestBase, TreeKit {
     string public dutyFailure;
     uint256 public proofs;
     uint256 public answers;
+    uint256 public resizes;
 
     constructor(IDporMarketFull m, TestToken t, uint256 oPk, uint256 pPk, address a) {
         market = m;
@@ -48,6 +50,13 @@ contract HonestHandler is TestBase, TreeKit {
 
     modifier duty() {
         _duty();
+        _;
+        _duty();
+    }
+
+    /// The provider acts only after the call (no time passes in it): with {warpLate}, an
+    /// epoch that started during the warp is still unproven when the call runs.
+    modifier dutyAfter() {
         _;
         _duty();
     }
@@ -95,7 +104,7 @@ contract HonestHandler is TestBase, TreeKit {
         BlockProof[] memory ps = new BlockProof[](d.samplesPerEpoch);
         for (uint256 j; j < ps.length; ++j) {
             (uint8 tag, uint64 pos) = market.epochSample(id, uint64(e), j);
-            ps[j] = buildBlockProof(tag, pos, d.numBlocks, BETA);
+            ps[j] = buildBlockProof(tag, pos, g.numBlocks, BETA); // the digest's N, not the deal's (resizes)
         }
         vm.prank(provider);
         try market.submitEpochProof(id, uint64(e), g, ps) {
@@ -138,6 +147,29 @@ contract HonestHandler is TestBase, TreeKit {
         (uint8 v2, bytes32 r2, bytes32 s2) = vm.sign(providerPk, h);
         preimage[h] = g; // the provider stores the state before it co-signs
         market.postDigest(g, abi.encodePacked(r1, s1, v1), abi.encodePacked(r2, s2, v2));
+    }
+
+    /// The owner resizes a deal (App. A.3) at any moment to N ∈ {1, 2, 4}, with a price
+    /// of 0..2 and a collateral of 0..6 tokens per block; the provider co-signs after
+    /// storing the new state and keeps the old one for the epoch under way, which it
+    /// still proves against the pre-resize digest and its N (after the resize: {dutyAfter}).
+    function resize(uint256 i, uint8 nExp, uint8 skip, uint8 priceSel, uint8 colSel) external dutyAfter {
+        if (deals.length == 0) return;
+        uint256 id = _pick(i);
+        IDporMarket.Deal memory d = market.getDeal(id);
+        if (d.state != IDporMarket.DealState.Active) return;
+        uint64 n = uint64(1) << (nExp % 3);
+        Digest memory g = buildDigest(id, d.digestVersion + 1 + skip % 3, n, 0, 0, BETA);
+        uint128 price = uint128(n) * (priceSel % 3) * 1e18;
+        uint128 col = uint128(n) * (colSel % 7) * 1e18;
+        bytes32 h = market.resizeHash(g, price, col);
+        (uint8 v1, bytes32 r1, bytes32 s1) = vm.sign(ownerPk, h);
+        (uint8 v2, bytes32 r2, bytes32 s2) = vm.sign(providerPk, h);
+        preimage[market.digestHash(g)] = g;
+        market.resizeDeal(g, price, col, abi.encodePacked(r1, s1, v1), abi.encodePacked(r2, s2, v2));
+        if (col < d.collateral) expectedProviderCredits += d.collateral - col;
+        lockedCollateral[id] = col;
+        resizes++;
     }
 
     function openDispute(uint256 i, uint8 tagSel, uint64 pos, uint32 ci, bool byOwner) external duty {
@@ -201,6 +233,14 @@ contract HonestHandler is TestBase, TreeKit {
 
     /// Time passes, at most one epoch at a time (the provider acts before and after).
     function warp(uint32 secs) external duty {
+        vm.warp(block.timestamp + 1 + secs % market.epochSeconds());
+    }
+
+    /// The same, the provider acting only at the next call (every call lets it act before
+    /// time passes again, and no call moves time by more than one epoch, so it still has
+    /// its turn in the window); a {resize} next lands before the proof of the new epoch.
+    function warpLate(uint32 secs) external {
+        _duty();
         vm.warp(block.timestamp + 1 + secs % market.epochSeconds());
     }
 }
@@ -272,6 +312,22 @@ contract HonestHandlerSanityTest is MarketFixture {
         vm.assertEq(uint256(market.getDeal(1).state), uint256(IDporMarket.DealState.Completed));
         vm.assertEq(market.owed(provider), handler.expectedProviderCredits());
         vm.assertEq(handler.dutyFailure(), "");
+    }
+
+    /// A resize inside an epoch not yet proven: the provider proves that epoch against
+    /// the old digest and N, the later ones against the new, and is paid and refunded exactly.
+    function test_handlerProvesAcrossResize() public {
+        (uint256 start,) = market.epochWindow(1, 0);
+        vm.warp(start); // epoch 0 under way, not yet proven (the handler has not acted)
+        handler.resize(0, 2, 0, 2, 3); // N 2 -> 4, price 2, collateral 3 per block; then the proof
+        vm.assertEq(handler.resizes(), 1);
+        vm.assertEq(market.getDigestRecord(1, 1).numBlocks, 2);
+        vm.assertEq(market.getDigestRecord(1, 2).numBlocks, 4);
+        vm.assertEq(uint256(market.epochStatus(1, 0)), uint256(IDporMarket.EpochStatus.Proven));
+        for (uint256 i; i < 6; ++i) handler.warp(uint32(EPOCH - 1));
+        vm.assertGe(handler.proofs(), 4);
+        vm.assertEq(handler.dutyFailure(), "");
+        vm.assertEq(market.owed(provider), handler.expectedProviderCredits());
     }
 
     function test_negativeControl_skippedTurnIsAFault() public {
