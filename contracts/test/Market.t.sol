@@ -471,6 +471,7 @@ contract MarketTest is MarketFixture {
         vm.assertEq(r.writeCount, 3);
         vm.assertEq(r.nextVersion, 0);
         vm.assertEq(r.prevVersion, 0);
+        vm.assertEq(r.numBlocks, 4); // the digest's own N (docs/CONTRACTS.md §4.1)
         vm.warp(block.timestamp + 7);
         Digest memory d5 = buildDigest(id, 5, 4, 1, 0, BETA);
         _post(d5);
