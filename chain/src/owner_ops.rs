@@ -60,6 +60,38 @@ impl Market {
         Ok(ev.data.digestHash)
     }
 
+    /// Resizes a deal (App. A.3; docs/CONTRACTS.md, "Resizing"): `digest` (the first
+    /// digest of the new size: N', t = 0, H empty) becomes the posted digest, the
+    /// deal's price per epoch becomes `price_per_epoch` and its collateral
+    /// `collateral` (wei), with both parties' 65-byte signatures over the EIP-712
+    /// `Resize` ([`dpor_core::digest::Resize::signing_hash`]). The escrow difference
+    /// is pulled from the owner (approve first) or credited to it; the collateral
+    /// difference likewise for the provider. Anyone may relay. Returns the digest hash.
+    /// Errors: `WrongDealState`, `StaleVersion`, `NumBlocksNotPowerOfTwo`,
+    /// `BadOwnerSignature`, `BadProviderSignature`, `CapacityExceeded`, and the
+    /// contract's resize errors (open disputes, exit requested).
+    pub async fn resize_deal(
+        &self,
+        digest: &Digest,
+        price_per_epoch: u128,
+        collateral: u128,
+        owner_sig: Bytes,
+        provider_sig: Bytes,
+    ) -> Result<B256, ChainError> {
+        let call = self.market.resizeDeal(to_chain_digest(digest), price_per_epoch, collateral, owner_sig, provider_sig);
+        let r = self.send("resizeDeal", call).await?;
+        let ev = r
+            .decoded_log::<DporMarket::DigestPosted>()
+            .ok_or(ChainError::MissingEvent { method: "resizeDeal", event: "DigestPosted" })?;
+        Ok(ev.data.digestHash)
+    }
+
+    /// The EIP-712 signing hash the contract computes for a resize (`resizeHash`
+    /// view); equal to [`dpor_core::digest::Resize::signing_hash`].
+    pub async fn resize_hash(&self, digest: &Digest, price_per_epoch: u128, collateral: u128) -> Result<B256, ChainError> {
+        self.view("resizeHash", self.market.resizeHash(to_chain_digest(digest), price_per_epoch, collateral)).await
+    }
+
     /// The EIP-712 hash the contract computes for `digest` (`digestHash` view); equal
     /// to [`Digest::digest_hash`]`(chain_id, market)`.
     pub async fn digest_hash(&self, digest: &Digest) -> Result<B256, ChainError> {
@@ -120,6 +152,7 @@ impl Market {
             write_count: r.writeCount,
             next_version: r.nextVersion,
             prev_version: r.prevVersion,
+            num_blocks: r.numBlocks,
         })
     }
 

@@ -272,6 +272,8 @@ pub struct DigestRecord {
     pub next_version: u64,
     /// Version of the digest posted before (0 for the first).
     pub prev_version: u64,
+    /// N of the digest, blocks (a resize changes the deal's N; 0 = unknown version).
+    pub num_blocks: u64,
 }
 
 /// The digest in force for an epoch (`digestInForce`): the last posted strictly before

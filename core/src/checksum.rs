@@ -172,7 +172,8 @@ impl OwnerKeys {
     /// which the caller has checked against rootU (the U leaves commit to σ̃, so they are
     /// fresh). A block passes when its σ̃ opens and σ(record(index, block)) equals it: a
     /// block other than the owner's passes with probability ≤ 2^-127 (module docs),
-    /// without rehashing its chunk tree. Blocks are checked on rayon's pool.
+    /// without rehashing its chunk tree. A block whose σ̃ is [`UNWRITTEN_U`] (added by a
+    /// resize) passes only if it is all zero. Blocks are checked on rayon's pool.
     ///
     /// Returns the lowest failing index, `None` when all pass (also when the lengths of
     /// `blocks` and `sealed` differ: the extra entries fail, at the first of them).
@@ -192,6 +193,10 @@ impl OwnerKeys {
             .enumerate()
             .filter_map(|(j, (block, s))| {
                 let index = start + j as u64;
+                if *s == UNWRITTEN_U {
+                    // A block a resize added and nobody wrote since: zero bytes.
+                    return block.as_ref().iter().any(|b| *b != 0).then_some(index);
+                }
                 let ok = self.open(Place::U { index }, s).ok().and_then(|want| {
                     let record = format.record(index, block.as_ref()).ok()?;
                     Some(self.checksum(&record).ok()? == want)

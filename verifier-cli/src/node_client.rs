@@ -270,6 +270,32 @@ impl NodeClient {
         }
     }
 
+    /// Resize ([`OwnerOp::Resize`], App. A.3): the node's answer as for a write that
+    /// rebuilt C (the new C and the new rootU).
+    pub async fn resize(&self, auth: &OwnerAuth<'_>, nonce: u64, num_blocks: u64) -> anyhow::Result<Written> {
+        match self.call(auth.sign(nonce, &OwnerOp::Resize { num_blocks })?).await.context("owner resize")? {
+            Response::Written { step, run, run_root, root_u } => Ok(Written { step, run, run_root, root_u }),
+            other => unexpected("resize", &other),
+        }
+    }
+
+    /// Co-sign a resize ([`OwnerOp::CosignResize`]): the provider's signature over the
+    /// EIP-712 `Resize` and its address.
+    pub async fn cosign_resize(
+        &self,
+        auth: &OwnerAuth<'_>,
+        nonce: u64,
+        digest: WireDigest,
+        price_per_epoch: u128,
+        collateral: u128,
+    ) -> anyhow::Result<(Vec<u8>, Address)> {
+        let op = OwnerOp::CosignResize { digest, price_per_epoch, collateral };
+        match self.call(auth.sign(nonce, &op)?).await.context("owner cosign-resize")? {
+            Response::Cosigned { signature, provider } => Ok((signature.into_vec(), provider)),
+            other => unexpected("cosign-resize", &other),
+        }
+    }
+
     /// Cosign: the provider's signature and address.
     pub async fn cosign(&self, auth: &OwnerAuth<'_>, nonce: u64, digest: WireDigest) -> anyhow::Result<(Vec<u8>, Address)> {
         match self.call(auth.sign(nonce, &OwnerOp::Cosign { digest })?).await.context("owner cosign")? {

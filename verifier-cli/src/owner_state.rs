@@ -140,6 +140,21 @@ pub enum Pending {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         rejected: Option<String>,
     },
+    /// Resize to `num_blocks` with `nonce` (App. A.3): the node's answer must give
+    /// `new_root_u` and build `run` (C for the new N), whose checksums are in the sidecar.
+    Resize {
+        /// Its nonce.
+        nonce: u64,
+        /// N', blocks.
+        num_blocks: u64,
+        /// rootU after the resize, as the owner computed it.
+        new_root_u: B256,
+        /// The C the resize must build.
+        run: WireRun,
+        /// As for [`Pending::Write`].
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rejected: Option<String>,
+    },
     /// The state is committed, but the σ̃ of `run` (checksums in the sidecar) are
     /// stored on the node only below position `next`.
     StoreSealed {

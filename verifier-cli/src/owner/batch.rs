@@ -150,7 +150,7 @@ pub async fn write_batch_resizing(
                     Some(s) => *s,
                     None => {
                         let sealed = old_sealed.get(index).context("no old leaf for a written index")?;
-                        keys.open(Place::U { index: *index }, sealed).with_context(|| format!("the checksum of block {index} does not open"))?
+                        super::flows::open_u(&keys, &format, *index, sealed).with_context(|| format!("the checksum of block {index} does not open"))?
                     }
                 };
                 snap.insert(*index, sigma_to_u64(&at));

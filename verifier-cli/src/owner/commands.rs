@@ -60,7 +60,30 @@ pub enum OwnerCommand {
         /// The new content of the file.
         file: PathBuf,
     },
+    /// Resize the deal to N' blocks (App. A.3): the node rebuilds C for N' (new blocks
+    /// are zero; a shrink drops the blocks past N'), the owner verifies it like a
+    /// C-rebuild, then both parties sign the new size and terms and `resizeDeal`
+    /// adjusts price, escrow and collateral on chain. Terms default to the deal's
+    /// per-block price and collateral scaled to N'.
+    Resize {
+        /// N', blocks (a power of two).
+        #[arg(long, conflicts_with = "file", required_unless_present = "file")]
+        blocks: Option<u64>,
+        /// Size the deal for this file (N' = blocks it needs, rounded up to a power of two).
+        #[arg(long)]
+        file: Option<PathBuf>,
+        /// New price per epoch for the whole deal, in token base units.
+        #[arg(long)]
+        price_per_epoch: Option<u128>,
+        /// New collateral of the deal, in token base units.
+        #[arg(long)]
+        collateral: Option<u128>,
+        /// Local chain only: mint the escrow increase with the test token first.
+        #[arg(long)]
+        mint: bool,
+    },
     /// Checkpoint: get the provider's signature on the current digest and post the dual-signed digest on chain.
+    /// While the deal on chain still has the old N (an interrupted `resize`), it submits the resize instead.
     Checkpoint,
     /// Download the whole file (U), verified against rootU, into OUT.
     Download {
@@ -348,6 +371,70 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
                 json!({"reports": reports, "bytes_sent": sent, "bytes_received": received, "write_count": state.write_count, "rebuild_count": state.rebuild_count}),
             ))
         }
+        OwnerCommand::Resize { blocks, file, price_per_epoch, collateral, mint } => {
+            let mut state = OwnerState::load(&ctx.state_path)?;
+            let key = ctx.key()?;
+            let node = ctx.node_for_deal(state.deal).await?;
+            let auth = OwnerAuth { key, chain_id: state.chain_id, market: state.market, deal: state.deal };
+            let target = match (blocks, file) {
+                (Some(b), _) => b,
+                (None, Some(f)) => {
+                    let len = std::fs::metadata(&f).with_context(|| format!("cannot read {}", f.display()))?.len();
+                    len.div_ceil(u64::from(state.block_bytes)).max(1).next_power_of_two()
+                }
+                (None, None) => bail!("give --blocks or --file"),
+            };
+            let started = Instant::now();
+            let report = if target != state.num_blocks {
+                let r = super::resize::resize(&node, &auth, &mut state, target).await;
+                state.save(&ctx.state_path)?;
+                Some(r?)
+            } else {
+                settle(&node, &auth, &mut state).await?;
+                None
+            };
+            let onchain = ctx.market.get_deal(state.deal).await?;
+            ensure!(onchain.num_blocks != state.num_blocks, "deal {} already has N = {} blocks", state.deal, state.num_blocks);
+            let terms = match (price_per_epoch, collateral) {
+                (None, None) => None,
+                (p, c) => {
+                    let d = super::resize::ResizeTerms::scaled(onchain.price_per_epoch, onchain.collateral, onchain.num_blocks, state.num_blocks);
+                    Some(super::resize::ResizeTerms { price_per_epoch: p.unwrap_or(d.price_per_epoch), collateral: c.unwrap_or(d.collateral) })
+                }
+            };
+            if mint {
+                let price = terms.map(|t| t.price_per_epoch).unwrap_or_else(|| {
+                    super::resize::ResizeTerms::scaled(onchain.price_per_epoch, 0, onchain.num_blocks, state.num_blocks).price_per_epoch
+                });
+                let need = U256::from(price).saturating_mul(U256::from(onchain.num_epochs));
+                ctx.market.mint(key.address(), need).await.context("minting test tokens")?;
+            }
+            let chain = super::resize::resize_on_chain(&ctx.market, &node, &auth, key, &mut state, terms).await;
+            state.save(&ctx.state_path)?;
+            let chain = chain?;
+            let after = ctx.market.get_deal(state.deal).await?;
+            let secs = started.elapsed().as_secs_f64();
+            Ok(Output::new(
+                format!(
+                    "deal {} resized from {} to {} blocks{}; digest v{} posted with resizeDeal: price {} wei/epoch, escrow {} wei, collateral {} wei ({:.1} s)",
+                    state.deal,
+                    chain.from_blocks,
+                    state.num_blocks,
+                    report
+                        .as_ref()
+                        .map(|r| format!(" (C rebuilt for N' = {}: {}, spot-checked at {} positions)", r.to_blocks, r.run, r.spot_checked))
+                        .unwrap_or_default(),
+                    chain.version,
+                    after.price_per_epoch,
+                    after.escrow,
+                    after.collateral,
+                    secs
+                ),
+                json!({"deal": state.deal, "from_blocks": chain.from_blocks, "to_blocks": state.num_blocks, "node": report,
+                    "version": chain.version, "digest_hash": chain.digest_hash, "price_per_epoch": after.price_per_epoch.to_string(),
+                    "escrow": after.escrow.to_string(), "collateral": after.collateral.to_string(), "seconds": secs}),
+            ))
+        }
         OwnerCommand::Checkpoint => {
             let mut state = OwnerState::load(&ctx.state_path)?;
             let key = ctx.key()?;
@@ -355,6 +442,19 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
             let auth = OwnerAuth { key, chain_id: state.chain_id, market: state.market, deal: state.deal };
             settle(&node, &auth, &mut state).await?;
             ensure!(state.uploaded, "upload the file first");
+            if ctx.market.get_deal(state.deal).await?.num_blocks != state.num_blocks {
+                // An interrupted `resize`: its on-chain step is this checkpoint.
+                let chain = super::resize::resize_on_chain(&ctx.market, &node, &auth, key, &mut state, None).await;
+                state.save(&ctx.state_path)?;
+                let chain = chain?;
+                return Ok(Output::new(
+                    format!(
+                        "deal {} resized on chain from {} to {} blocks: digest v{} posted with resizeDeal (hash {})",
+                        state.deal, chain.from_blocks, state.num_blocks, chain.version, chain.digest_hash
+                    ),
+                    json!({"deal": state.deal, "from_blocks": chain.from_blocks, "to_blocks": state.num_blocks, "version": chain.version, "digest_hash": chain.digest_hash}),
+                ));
+            }
             // Every run the digest references must be checked before the owner signs
             // it: those that batches built are checked now (deferred checks).
             let deferred = super::batch::verify_deferred(&node, &auth, &mut state).await;

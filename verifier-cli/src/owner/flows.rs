@@ -334,7 +334,8 @@ pub(crate) fn reject(state: &mut OwnerState, e: anyhow::Error) -> anyhow::Error 
     match &mut state.pending {
         Some(Pending::Write { rejected, .. })
         | Some(Pending::UploadFinish { rejected, .. })
-        | Some(Pending::WriteBatch { rejected, .. }) => *rejected = Some(why),
+        | Some(Pending::WriteBatch { rejected, .. })
+        | Some(Pending::Resize { rejected, .. }) => *rejected = Some(why),
         _ => {}
     }
     if let Err(save) = state.persist() {
@@ -447,11 +448,20 @@ pub async fn verified_u_leaves(node: &NodeClient, state: &OwnerState) -> anyhow:
 /// The σ of all of U, from σ̃_U the node returns, checked against rootU.
 pub(crate) async fn u_sigma(node: &NodeClient, state: &OwnerState, keys: &OwnerKeys) -> anyhow::Result<Vec<Fp>> {
     let parts = verified_u_leaves(node, state).await?;
+    let format = state.format()?;
     let mut out = Vec::with_capacity(parts.len() * RHO);
     for (i, (_, s)) in parts.iter().enumerate() {
-        out.extend_from_slice(&keys.open(Place::U { index: i as u64 }, &s.0).with_context(|| format!("σ̃_U of block {i}"))?);
+        out.extend_from_slice(&open_u(keys, &format, i as u64, &s.0)?);
     }
     Ok(out)
+}
+
+/// σ_U(i) from σ̃_U(i) of a U leaf already checked against rootU: the all-zero σ̃ of a
+/// block a resize added ([`dpor_core::checksum::UNWRITTEN_U`]) stands for the zero
+/// block's checksum (docs/SCHEME.md §10.5).
+pub(crate) fn open_u(keys: &OwnerKeys, format: &BlockFormat, index: u64, sealed: &[u8; 32]) -> anyhow::Result<[Fp; RHO]> {
+    let zero = || format.record(index, &vec![0u8; format.block_bytes()]).unwrap_or_default();
+    keys.open_u(index, sealed, zero).with_context(|| format!("σ̃_U of block {index} does not open"))
 }
 
 /// Write(i, B) (§5.4, App. A.1): checks U's old path, computes the new rootU itself,
@@ -620,7 +630,7 @@ pub async fn read(node: &NodeClient, state: &OwnerState, index: u64) -> anyhow::
     let leaf = merkle::u_leaf(index, &merkle::block_root(&block), &sealed.0);
     merkle::verify_path(&state.root_u, state.log_blocks(), index, leaf, &path)
         .context("the block the node returned does not match the owner's rootU")?;
-    let want = keys.open(Place::U { index }, &sealed.0).context("the block's checksum does not open")?;
+    let want = open_u(&keys, &format, index, &sealed.0).context("the block's checksum does not open")?;
     ensure!(keys.checksum(&format.record(index, &block)?)? == want, "the block does not match its checksum");
     Ok(block)
 }

@@ -9,4 +9,5 @@ pub mod edit;
 pub mod extract;
 pub mod flows;
 pub mod recover;
+pub mod resize;
 pub mod secret_audit;

@@ -127,6 +127,33 @@ pub async fn recover(node: &NodeClient, auth: &OwnerAuth<'_>, state: &mut OwnerS
                     Err(e) => return Err(e.context("completing the interrupted batch")),
                 }
             }
+            Some(Pending::Resize { nonce, num_blocks, .. }) => {
+                let (answer, resent) = match node.outcome(state.deal, nonce).await.context("asking the node about the interrupted resize")? {
+                    WireOutcome::Applied { answer, .. } => match *answer {
+                        Response::Written { step, run, run_root, root_u } => (Ok(Written { step, run, run_root, root_u }), false),
+                        _ => bail!("the node reports another kind of answer for the resize with nonce {nonce}"),
+                    },
+                    WireOutcome::NotApplied { .. } => (node.resize(auth, nonce, num_blocks).await, true),
+                    WireOutcome::Superseded { last_nonce } => bail!(superseded(nonce, last_nonce)),
+                };
+                match answer {
+                    Ok(w) => {
+                        let r = super::resize::finish_resize(node, auth, state, w).await?;
+                        notes.push(format!(
+                            "the interrupted resize to {num_blocks} blocks (nonce {nonce}) {}, verified: new C {}, spot-checked {} positions",
+                            if resent { "had not reached the node and was sent again" } else { "had been applied by the node" },
+                            r.run,
+                            r.spot_checked
+                        ));
+                    }
+                    Err(e) if definitely_refused(&e) => {
+                        state.drop_intent()?;
+                        notes.push(format!("the interrupted resize to {num_blocks} blocks was not applied: the node refuses it ({e:#})"));
+                    }
+                    Err(e) if refusal(&e) == Some(ErrorCode::Replay) => continue,
+                    Err(e) => return Err(e.context("completing the interrupted resize")),
+                }
+            }
             Some(Pending::UploadFinish { nonce, .. }) => {
                 let (answer, resent) = match node.outcome(state.deal, nonce).await.context("asking the node about the interrupted upload")? {
                     WireOutcome::Applied { answer, .. } => match *answer {
@@ -163,6 +190,7 @@ pub fn rejected(p: &Pending) -> Option<String> {
         Pending::Write { rejected: Some(why), nonce, index, .. } => (format!("write of block {index} (nonce {nonce})"), why),
         Pending::UploadFinish { rejected: Some(why), nonce, .. } => (format!("upload finish (nonce {nonce})"), why),
         Pending::WriteBatch { rejected: Some(why), nonce, writes, .. } => (format!("batch of {} writes (nonce {nonce})", writes.len()), why),
+        Pending::Resize { rejected: Some(why), nonce, num_blocks, .. } => (format!("resize to {num_blocks} blocks (nonce {nonce})"), why),
         _ => return None,
     };
     Some(format!(
