@@ -134,6 +134,19 @@ contract FixtureTest is TestBase {
         }
     }
 
+    /// @dev The EIP-712 Resize (docs/CONTRACTS.md §4.1): dpor-core's signing hash of a
+    ///      digest with a price and a collateral equals the market's resizeHash.
+    function test_fixture_resizes() public view {
+        uint256 n = _count("resizes");
+        vm.assertGe(n, 1);
+        for (uint256 i; i < n; ++i) {
+            Digest memory d = _digest(vm.parseJsonUint(json, _key("resizes", i, "digestIndex")));
+            uint128 price = uint128(vm.parseJsonUint(json, _key("resizes", i, "pricePerEpoch")));
+            uint128 collateral = uint128(vm.parseJsonUint(json, _key("resizes", i, "collateral")));
+            vm.assertEq(market.resizeHash(d, price, collateral), vm.parseJsonBytes32(json, _key("resizes", i, "signingHash")));
+        }
+    }
+
     /// @dev ENCODING §8 "dpor.epoch.v2": dpor-core's samples (run tags, positions) for
     ///      given (S, D, N, t) must equal the contract's.
     function test_fixture_epochSamples() public view {

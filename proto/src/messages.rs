@@ -409,7 +409,7 @@ pub enum OwnerOp {
     /// ask and the collateral at most its rate for N' blocks (wei). Answer:
     /// [`Response::Cosigned`].
     CosignResize {
-        /// The first digest of the new size (t = 0, H empty).
+        /// The first digest to post at the new size (the node's current state).
         digest: WireDigest,
         /// New price per epoch, wei.
         price_per_epoch: u128,

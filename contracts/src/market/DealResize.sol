@@ -37,8 +37,11 @@ abstract contract DealResize is DigestRegistry {
     ///      shrink must not release collateral a dispute could slash); `d.version` > the
     ///      posted version ({StaleVersion}: a used resize cannot be replayed);
     ///      `d.numBlocks` a power of two in 1..2^40 ({NumBlocksNotPowerOfTwo}) other than
-    ///      the deal's N ({WrongNumBlocks}); `d.writeCount` == 0 ({WriteCountTooLarge});
-    ///      no level roots ({LevelRootsMismatch}); the owner's and the provider's signatures over
+    ///      the deal's N ({WrongNumBlocks}); `d.writeCount` < the new N ({WriteCountTooLarge})
+    ///      and one level root per filled level ({LevelRootsMismatch}), as {postDigest}
+    ///      requires (the node's first state of the new size has t = 0 and H empty, but
+    ///      writes between the node's resize and this transaction are allowed: the
+    ///      digest is whatever state both parties sign); the owner's and the provider's signatures over
     ///      {resizeHash}(d, pricePerEpoch, collateral) (ECDSA or ERC-1271;
     ///      {BadOwnerSignature}, {BadProviderSignature}); a grow within the provider's
     ///      capacity ({CapacityExceeded}; a shrink is always allowed); the new escrow
@@ -47,7 +50,7 @@ abstract contract DealResize is DigestRegistry {
     ///      an old price of 0 they are counted from the epoch status bits (one storage
     ///      read per 128 epochs of the term). Pulls revert {UnsupportedToken} on a
     ///      fee-on-transfer token. Source: paper App. A.3.
-    /// @param d The first digest of the new size (writeCount 0, no level roots).
+    /// @param d The first digest of the new size (any state of the new size: t < N').
     /// @param pricePerEpoch The deal's new price per epoch, wei (for all N blocks).
     /// @param collateral The deal's new collateral, wei.
     /// @param ownerSig The owner's signature of {resizeHash}(d, pricePerEpoch, collateral).
@@ -68,8 +71,8 @@ abstract contract DealResize is DigestRegistry {
         uint64 n = d.numBlocks;
         if (n == 0 || n > MAX_BLOCKS || n & (n - 1) != 0) revert NumBlocksNotPowerOfTwo();
         if (n == oldN) revert WrongNumBlocks();
-        if (d.writeCount != 0) revert WriteCountTooLarge();
-        if (d.levelRoots.length != 0) revert LevelRootsMismatch();
+        if (d.writeCount >= n) revert WriteCountTooLarge();
+        if (d.levelRoots.length != DporSampling.popcount(d.writeCount)) revert LevelRootsMismatch();
         bytes32 sh = DporDigest.structHash(d);
         _checkSignatures(
             deal, _hashTypedDataV4(DporResize.structHashOf(sh, pricePerEpoch, collateral)), ownerSig, providerSig

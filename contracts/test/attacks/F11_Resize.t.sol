@@ -174,16 +174,29 @@ contract F11_Resize is MarketFixture {
     }
 
     /// Shapes a resize digest must have, each properly signed: N a power of two in
-    /// 1..2^40 and different from the deal's, t = 0, no level roots.
+    /// 1..2^40 and different from the deal's, t < N', one root per filled level.
     function test_attack_badShapes() public {
         uint256 id = _openAccepted(4, BETA, 1, EPOCHS);
         _tryShape(id, 6, 0, 0, IDporMarket.NumBlocksNotPowerOfTwo.selector);
         _tryShape(id, 0, 0, 0, IDporMarket.NumBlocksNotPowerOfTwo.selector);
         _tryShape(id, uint64(1) << 41, 0, 0, IDporMarket.NumBlocksNotPowerOfTwo.selector);
         _tryShape(id, 4, 0, 0, IDporMarket.WrongNumBlocks.selector); // same N
-        _tryShape(id, 8, 1, 1, IDporMarket.WriteCountTooLarge.selector); // t = 1 with its level
+        _tryShape(id, 8, 8, 1, IDporMarket.WriteCountTooLarge.selector); // t = N'
         _tryShape(id, 8, 0, 1, IDporMarket.LevelRootsMismatch.selector); // a level root with t = 0
+        _tryShape(id, 8, 3, 1, IDporMarket.LevelRootsMismatch.selector); // t = 3 needs 2 roots
         vm.assertEq(market.getDeal(id).digestVersion, 0);
+        // Writes after the node's resize, before the transaction: t = 3 with its 2 roots.
+        Digest memory d;
+        d.dealId = id;
+        d.version = 1;
+        d.numBlocks = 8;
+        d.writeCount = 3;
+        d.rootC = keccak256("C");
+        d.levelRoots = new bytes32[](2);
+        (bytes memory so, bytes memory sp) = _resizeSigs(d, 0, 0);
+        market.resizeDeal(d, 0, 0, so, sp);
+        vm.assertEq(market.getDeal(id).numBlocks, 8);
+        vm.assertEq(market.getDeal(id).writeCount, 3);
     }
 
     function _tryShape(uint256 id, uint64 n, uint64 t, uint256 levels, bytes4 err) internal {
