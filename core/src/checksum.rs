@@ -32,13 +32,16 @@ pub const SEALED_BYTES: usize = 32;
 /// An encrypted checksum σ̃.
 pub type Sealed = [u8; SEALED_BYTES];
 
-/// σ̃_U of a block a resize added (App. A.3; docs/SCHEME.md §10.5): all zero bytes,
-/// standing for the checksum of the zero block at that index ([`OwnerKeys::open_u`]). A grown
-/// deal's new blocks are zero until written, and the node cannot seal, so both sides
-/// put this value in U's new leaves; the owner computes the new rootU from them, so a
-/// node cannot put it in place of a real σ̃ without breaking U's Merkle paths. (A real
-/// AEAD output is all zero with probability 2^-256.)
-pub const UNWRITTEN_U: Sealed = [0; SEALED_BYTES];
+/// σ̃_U of every all-zero U block (docs/SCHEME.md §10.5): 32 zero bytes, standing for
+/// the checksum of the zero block at that index ([`OwnerKeys::open_u`]); the owner
+/// seals U blocks with [`OwnerKeys::seal_u`], which gives it for zero blocks. So a U
+/// leaf is a function of the block alone (extraction rebuilds rootU from decoded
+/// blocks without knowing which zero blocks were ever written), and a resize can add
+/// zero blocks without the owner sending a σ̃ for each (the node cannot seal). The
+/// owner computes rootU from these leaves itself, so a node cannot put this value in
+/// place of a real σ̃ without breaking U's Merkle paths; a block with it must be all
+/// zero to pass a read. (A real AEAD output is all zero with probability 2^-256.)
+pub const ZERO_BLOCK_U: Sealed = [0; SEALED_BYTES];
 
 const KDF_MATRIX: &str = "dpor 2026-11 checksum matrix M v1";
 const KDF_SK0: &str = "dpor 2026-11 checksum sealing key sk0 v1";
@@ -172,8 +175,8 @@ impl OwnerKeys {
     /// which the caller has checked against rootU (the U leaves commit to σ̃, so they are
     /// fresh). A block passes when its σ̃ opens and σ(record(index, block)) equals it: a
     /// block other than the owner's passes with probability ≤ 2^-127 (module docs),
-    /// without rehashing its chunk tree. A block whose σ̃ is [`UNWRITTEN_U`] (added by a
-    /// resize) passes only if it is all zero. Blocks are checked on rayon's pool.
+    /// without rehashing its chunk tree. A block whose σ̃ is [`ZERO_BLOCK_U`] passes only
+    /// if it is all zero. Blocks are checked on rayon's pool.
     ///
     /// Returns the lowest failing index, `None` when all pass (also when the lengths of
     /// `blocks` and `sealed` differ: the extra entries fail, at the first of them).
@@ -193,8 +196,8 @@ impl OwnerKeys {
             .enumerate()
             .filter_map(|(j, (block, s))| {
                 let index = start + j as u64;
-                if *s == UNWRITTEN_U {
-                    // A block a resize added and nobody wrote since: zero bytes.
+                if *s == ZERO_BLOCK_U {
+                    // The σ̃ of an all-zero block ([`OwnerKeys::seal_u`]).
                     return block.as_ref().iter().any(|b| *b != 0).then_some(index);
                 }
                 let ok = self.open(Place::U { index }, s).ok().and_then(|want| {
@@ -204,6 +207,15 @@ impl OwnerKeys {
                 (ok != Some(true)).then_some(index)
             })
             .min()
+    }
+
+    /// σ̃_U of block `index` holding `block` with checksum `sigma`: [`ZERO_BLOCK_U`] if
+    /// the block is all zero, else [`OwnerKeys::seal`] for [`Place::U`].
+    pub fn seal_u(&self, index: u64, block: &[u8], sigma: &[Fp; RHO]) -> Sealed {
+        if block.iter().all(|b| *b == 0) {
+            return ZERO_BLOCK_U;
+        }
+        self.seal(Place::U { index }, sigma)
     }
 
     /// σ̃ = AEAD_κ(σ) for `place`.
@@ -223,11 +235,11 @@ impl OwnerKeys {
     }
 
     /// Opens σ̃_U of block `index` (a U leaf already checked against rootU):
-    /// [`UNWRITTEN_U`] gives σ of the zero block's record at `index` (`zero_record`
+    /// [`ZERO_BLOCK_U`] gives σ of the zero block's record at `index` (`zero_record`
     /// = [`crate::block::BlockFormat::record`] of β zero bytes at `index`); anything
     /// else must open as [`OwnerKeys::open`] for [`Place::U`].
     pub fn open_u(&self, index: u64, sealed: &Sealed, zero_record: impl FnOnce() -> Vec<Fp>) -> Result<[Fp; RHO], ChecksumError> {
-        if *sealed == UNWRITTEN_U {
+        if *sealed == ZERO_BLOCK_U {
             return self.checksum(&zero_record());
         }
         self.open(Place::U { index }, sealed)

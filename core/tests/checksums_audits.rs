@@ -136,27 +136,30 @@ fn sealed_checksum_replayed_elsewhere_fails_to_open() {
     assert!(keys.open(Place::U { index: 4 }, &u).is_err());
 }
 
-/// The σ̃_U of a block a resize added (`UNWRITTEN_U`, all zero): it stands for the
+/// The σ̃_U of an all-zero block (`ZERO_BLOCK_U`, all zero bytes): it stands for the
 /// zero block at its index, for `open_u` (σ of the zero record, independent reference:
 /// the checksum computed directly) and for the read check (only zero bytes pass).
 #[test]
 fn unwritten_u_stands_for_the_zero_block_only() {
-    use dpor_core::checksum::UNWRITTEN_U;
+    use dpor_core::checksum::ZERO_BLOCK_U;
     let format = BlockFormat::new(40).unwrap();
     let keys = OwnerKeys::derive(&[3u8; 32], format.width());
     let zero = vec![0u8; 40];
     for index in [0u64, 7, 1 << 20] {
         let want = keys.checksum(&format.record(index, &zero).unwrap()).unwrap();
-        assert_eq!(keys.open_u(index, &UNWRITTEN_U, || format.record(index, &zero).unwrap()).unwrap(), want);
+        assert_eq!(keys.open_u(index, &ZERO_BLOCK_U, || format.record(index, &zero).unwrap()).unwrap(), want);
     }
     // open() itself never accepts it: only U leaves checked against rootU do.
-    assert!(keys.open(Place::U { index: 7 }, &UNWRITTEN_U).is_err());
+    assert!(keys.open(Place::U { index: 7 }, &ZERO_BLOCK_U).is_err());
+    // seal_u gives it for a zero block, a real seal otherwise.
+    let s0 = keys.checksum(&format.record(7, &zero).unwrap()).unwrap();
+    assert_eq!(keys.seal_u(7, &zero, &s0), ZERO_BLOCK_U);
     let mut one = zero.clone();
     one[39] = 1;
     let real = keys.seal(Place::U { index: 9 }, &keys.checksum(&format.record(9, &one).unwrap()).unwrap());
-    assert_eq!(keys.first_bad_u_block(&format, 8, &[zero.clone(), one.clone()], &[UNWRITTEN_U, real]), None);
-    assert_eq!(keys.first_bad_u_block(&format, 8, &[zero.clone(), one.clone()], &[UNWRITTEN_U, UNWRITTEN_U]), Some(9));
-    assert_eq!(keys.first_bad_u_block(&format, 8, &[one.clone(), zero], &[UNWRITTEN_U, real]), Some(8));
+    assert_eq!(keys.first_bad_u_block(&format, 8, &[zero.clone(), one.clone()], &[ZERO_BLOCK_U, real]), None);
+    assert_eq!(keys.first_bad_u_block(&format, 8, &[zero.clone(), one.clone()], &[ZERO_BLOCK_U, ZERO_BLOCK_U]), Some(9));
+    assert_eq!(keys.first_bad_u_block(&format, 8, &[one.clone(), zero], &[ZERO_BLOCK_U, real]), Some(8));
 }
 
 /// Positions: deterministic, in range, all of a small run, and a different seed or

@@ -89,11 +89,11 @@ pub enum Misbehavior {
     /// that saves storage on every block. Applies to audits and to the chain agent's
     /// epoch proofs (issue 9 finding 3: whole-block proofs catch it).
     PartialBlocks,
-    /// Drop every owner `Write` / `WriteBatch` before applying it and answer
+    /// Drop every owner `Write` / `WriteBatch` / `Resize` before applying it and answer
     /// `Internal`, as if the request was lost on the way (the owner's intent recovery
     /// must send it again).
     DropWrites,
-    /// Apply every owner `Write` / `WriteBatch`, then answer `Internal` instead of the
+    /// Apply every owner `Write` / `WriteBatch` / `Resize`, then answer `Internal` instead of the
     /// reply, as if the answer was lost (the owner's recovery must learn it with
     /// `Outcome`).
     LoseWriteAnswers,
@@ -444,7 +444,7 @@ impl NodeHandler {
             ));
         }
         tracing::debug!(deal, nonce, op = parsed.kind(), "owner request");
-        let is_write = matches!(parsed, OwnerOp::Write { .. } | OwnerOp::WriteBatch { .. });
+        let is_write = matches!(parsed, OwnerOp::Write { .. } | OwnerOp::WriteBatch { .. } | OwnerOp::Resize { .. });
         if is_write && self.misbehavior == Misbehavior::DropWrites {
             return Err(Fail::new(ErrorCode::Internal, "TESTING ONLY: write dropped"));
         }

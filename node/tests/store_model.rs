@@ -618,7 +618,7 @@ fn resizes_match_the_reference_and_keep_pinned_digests() {
         nonce += 1;
         let out = store.resize(DEAL, nonce, to).unwrap();
         reference.resize(to).unwrap();
-        sealed.resize(to as usize, dpor_core::checksum::UNWRITTEN_U);
+        sealed.resize(to as usize, dpor_core::checksum::ZERO_BLOCK_U);
         let ctx = format!("resized {from} → {to}");
         assert_eq!(out.run, reference.c().id(), "{ctx}");
         assert_eq!(out.root_u, merkle::u_tree(reference.u(), &sealed).unwrap().root(), "{ctx}");

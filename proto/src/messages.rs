@@ -396,7 +396,7 @@ pub enum OwnerOp {
     },
     /// Resize (App. A.3; docs/SCHEME.md §10.5): N becomes `num_blocks` (another power
     /// of two); U keeps its first min(N, N') blocks, new blocks are zero with σ̃ =
-    /// `UNWRITTEN_U`; C is rebuilt for N' and H emptied. Answer: [`Response::Written`]
+    /// `ZERO_BLOCK_U`; C is rebuilt for N' and H emptied. Answer: [`Response::Written`]
     /// (step C-rebuild, the new C, the new rootU).
     Resize {
         /// N', blocks.

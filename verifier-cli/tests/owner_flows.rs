@@ -439,3 +439,107 @@ async fn a_download_catches_a_changed_byte_in_the_nodes_u_blocks() {
     assert!(e.contains("block 11") && e.contains("checksum"), "{e}");
     assert!(flows::read(&node.client, &st, 11).await.is_err());
 }
+
+/// Resize (App. A.3) through lost requests and lost answers, against a plain array:
+/// grow 8 → 32 (the answer lost: settled from the intent), writes into the new blocks
+/// and a whole C-rebuild period at N' = 32 (never-written blocks keep the zero σ̃ and
+/// still check), downloads and extraction, then shrink 32 → 4 (the request lost: sent
+/// again), and the model cut to 4 blocks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resizes_through_lost_requests_and_answers_match_a_plain_array() {
+    use dpor_cli::owner::{batch, recover, resize};
+    use dpor_cli::owner_state::Pending;
+    let (n, beta) = (8u64, 64u32);
+    let dir = tempfile::tempdir().unwrap();
+    let owner = PrivateKeySigner::random();
+    let provider = PrivateKeySigner::random();
+    let market = Address::repeat_byte(0x42);
+    let store = Arc::new(Store::open(&dir.path().join("store"), StoreConfig::default()).unwrap());
+    let deal = ChainDeal { owner: owner.address(), provider: provider.address(), num_blocks: n, block_bytes: beta, active: true };
+    let signer = Arc::new(ProviderSigner::new(provider, CHAIN, market));
+    let mut clients = Vec::new();
+    let mut servers = Vec::new();
+    for (i, m) in [Misbehavior::None, Misbehavior::DropWrites, Misbehavior::LoseWriteAnswers].into_iter().enumerate() {
+        let handler = NodeHandler::new(store.clone(), Arc::new(Deals(vec![deal.clone()])), signer.clone()).with_misbehavior(m);
+        let server = net::serve(
+            net::load_or_create_keypair(&dir.path().join(format!("k{i}"))).unwrap(),
+            "/ip4/127.0.0.1/tcp/0".parse().unwrap(),
+            Arc::new(handler),
+            NetConfig::default(),
+        )
+        .await
+        .unwrap();
+        let addr = server.listen_addrs()[0].clone().with(libp2p::multiaddr::Protocol::P2p(server.peer_id()));
+        clients.push(NodeClient::connect(&addr.to_string(), Duration::from_secs(60)).await.unwrap());
+        servers.push(server);
+    }
+    let (honest, drops, loses) = (&clients[0], &clients[1], &clients[2]);
+    let auth = OwnerAuth { key: &owner, chain_id: CHAIN, market, deal: 1 };
+    let sdir = tempfile::tempdir().unwrap();
+    let mut st = state(1, n, beta, market);
+    st.path = Some(sdir.path().join("owner.json"));
+    let b = beta as usize;
+    let mut model: Vec<u8> = (0..n as usize * b).map(|i| (i % 251) as u8 + 1).collect();
+    flows::upload(honest, &auth, &mut st, &model, None).await.unwrap();
+    for i in [1u64, 5, 2] {
+        let d = vec![0xA0 + i as u8; b];
+        flows::write(honest, &auth, &mut st, i, &d).await.unwrap();
+        model[i as usize * b..(i as usize + 1) * b].copy_from_slice(&d);
+    }
+
+    // Grow to 32 through a node that applies it and loses the answer.
+    let err = resize::resize(loses, &auth, &mut st, 32).await.unwrap_err();
+    assert!(format!("{err:#}").contains("did not answer"), "{err:#}");
+    assert!(matches!(st.pending, Some(Pending::Resize { .. })));
+    let mut back = OwnerState::load(st.path.as_ref().unwrap()).unwrap();
+    let notes = recover::recover(honest, &auth, &mut back).await.unwrap();
+    assert!(notes.iter().any(|n| n.contains("resize") && n.contains("had been applied")), "{notes:?}");
+    st = back;
+    assert_eq!((st.num_blocks, st.write_count), (32, 0));
+    let s = honest.status(1).await.unwrap();
+    assert_eq!((s.root_u, s.write_count, s.rebuild_count), (st.root_u, st.write_count, st.rebuild_count));
+    model.resize(32 * b, 0);
+    st.file_bytes = model.len() as u64;
+    assert_eq!(flows::download(honest, &st, None).await.unwrap(), model, "after the growth");
+    assert_eq!(flows::extract(honest, &st, None).await.unwrap().0, model, "extract after the growth");
+    assert_eq!(flows::read(honest, &st, 20).await.unwrap(), vec![0u8; b], "a new block reads as zeros");
+
+    // Writes into the new blocks (single and batched), then enough to cross a C-rebuild
+    // at N' = 32 with blocks 28..32 never written (their σ̃ stays the zero one).
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    for k in 0..40u64 {
+        let i = if k < 8 { 8 + k * 2 } else { rng.gen_range(0..28) };
+        let d: Vec<u8> = (0..b).map(|_| rng.gen()).collect();
+        if k % 3 == 0 {
+            batch::write_batch(honest, &auth, &mut st, &[(i, d.clone())]).await.unwrap();
+        } else {
+            flows::write(honest, &auth, &mut st, i, &d).await.unwrap();
+        }
+        model[i as usize * b..(i as usize + 1) * b].copy_from_slice(&d);
+    }
+    batch::verify_deferred(honest, &auth, &mut st).await.unwrap();
+    assert!(st.rebuild_count >= 2, "a C-rebuild at N' = 32 happened (rebuilds {})", st.rebuild_count);
+    assert_eq!(flows::download(honest, &st, None).await.unwrap(), model, "after a C-rebuild at N'");
+    assert_eq!(flows::extract(honest, &st, None).await.unwrap().0, model, "extract after a C-rebuild at N'");
+
+    // Shrink to 4 through a node that drops the request: sent again by the recovery.
+    let err = resize::resize(drops, &auth, &mut st, 4).await.unwrap_err();
+    assert!(format!("{err:#}").contains("did not answer"), "{err:#}");
+    let mut back = OwnerState::load(st.path.as_ref().unwrap()).unwrap();
+    let notes = recover::recover(honest, &auth, &mut back).await.unwrap();
+    assert!(notes.iter().any(|n| n.contains("resize") && n.contains("sent again")), "{notes:?}");
+    st = back;
+    model.truncate(4 * b);
+    assert_eq!((st.num_blocks, st.file_bytes), (4, model.len() as u64));
+    assert_eq!(flows::download(honest, &st, None).await.unwrap(), model, "after the shrink");
+    assert_eq!(flows::extract(honest, &st, None).await.unwrap().0, model, "extract after the shrink");
+    // The node refuses a resize to the same size or a size that is not a power of two.
+    assert!(resize::resize(honest, &auth, &mut st, 4).await.is_err());
+    assert!(resize::resize(honest, &auth, &mut st, 6).await.is_err());
+    for i in 0..4u64 {
+        let d = vec![i as u8 + 7; b];
+        flows::write(honest, &auth, &mut st, i, &d).await.unwrap();
+        model[i as usize * b..(i as usize + 1) * b].copy_from_slice(&d);
+    }
+    assert_eq!(flows::download(honest, &st, None).await.unwrap(), model, "after a C-rebuild at 4");
+}

@@ -1,5 +1,5 @@
 //! Resize (App. A.3 of the paper; docs/SCHEME.md §10.5): N becomes N'. U keeps its
-//! first min(N, N') blocks and grows with zero blocks (σ̃ = `UNWRITTEN_U`); C is
+//! first min(N, N') blocks and grows with zero blocks (σ̃ = `ZERO_BLOCK_U`); C is
 //! rebuilt for N' and H emptied, exactly as [`dpor_core::state::ServerState::resize`].
 //!
 //! Crash safety follows the module rule (data first, then one flushed record):

@@ -91,11 +91,11 @@ impl UFiles {
     }
 
     /// Grows U from `old_n` to `new_n` blocks (a resize, App. A.3): allocates the
-    /// files, and gives blocks `old_n..new_n` zero bytes, σ̃ = [`UNWRITTEN_U`] (zero
+    /// files, and gives blocks `old_n..new_n` zero bytes, σ̃ = [`ZERO_BLOCK_U`] (zero
     /// bytes too) and the zero block's root, then fsyncs. Uncommitted until the
     /// caller's record says N = `new_n` (a shorter N on open cuts the files back).
     ///
-    /// [`UNWRITTEN_U`]: dpor_core::checksum::UNWRITTEN_U
+    /// [`ZERO_BLOCK_U`]: dpor_core::checksum::ZERO_BLOCK_U
     pub(crate) fn grow(&self, old_n: u64, new_n: u64) -> Result<()> {
         let beta = self.block_bytes;
         let lens = [new_n.saturating_mul(beta), new_n.saturating_mul(32), new_n.saturating_mul(32)];

@@ -113,7 +113,7 @@ pub async fn write_batch_resizing(
         let mut block = data.clone();
         block.resize(beta, 0);
         let sigma = keys.checksum(&format.record(*index, &block)?)?;
-        let sealed = keys.seal(Place::U { index: *index }, &sigma);
+        let sealed = keys.seal_u(*index, &block, &sigma);
         blocks.push((*index, block, sigma, sealed));
     }
 

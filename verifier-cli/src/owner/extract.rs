@@ -273,7 +273,7 @@ fn check_root_u(keys: &OwnerKeys, format: &BlockFormat, state: &OwnerState, bloc
     let mut sealed = Vec::with_capacity(blocks.len());
     for (i, b) in blocks.iter().enumerate() {
         let sigma = keys.checksum(&format.record(i as u64, b)?)?;
-        sealed.push(keys.seal(Place::U { index: i as u64 }, &sigma));
+        sealed.push(keys.seal_u(i as u64, b, &sigma));
     }
     let root = merkle::u_tree(blocks, &sealed).context("U tree")?.root();
     ensure!(

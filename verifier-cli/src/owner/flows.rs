@@ -222,7 +222,7 @@ pub async fn upload(
     for (i, b) in blocks.iter().enumerate() {
         let s = keys.checksum(&format.record(i as u64, b)?)?;
         sigma.extend_from_slice(&s);
-        sealed_u.push(keys.seal(Place::U { index: i as u64 }, &s));
+        sealed_u.push(keys.seal_u(i as u64, b, &s));
     }
     let nonce = state.next_nonce();
     node.owner_accepted(
@@ -457,7 +457,7 @@ pub(crate) async fn u_sigma(node: &NodeClient, state: &OwnerState, keys: &OwnerK
 }
 
 /// σ_U(i) from σ̃_U(i) of a U leaf already checked against rootU: the all-zero σ̃ of a
-/// block a resize added ([`dpor_core::checksum::UNWRITTEN_U`]) stands for the zero
+/// block a resize added ([`dpor_core::checksum::ZERO_BLOCK_U`]) stands for the zero
 /// block's checksum (docs/SCHEME.md §10.5).
 pub(crate) fn open_u(keys: &OwnerKeys, format: &BlockFormat, index: u64, sealed: &[u8; 32]) -> anyhow::Result<[Fp; RHO]> {
     let zero = || format.record(index, &vec![0u8; format.block_bytes()]).unwrap_or_default();
@@ -490,7 +490,7 @@ pub async fn write(
         .context("the node's U path for the old block does not match the owner's rootU")?;
     let record = format.record(index, &block)?;
     let sigma = keys.checksum(&record)?;
-    let sealed = keys.seal(Place::U { index }, &sigma);
+    let sealed = keys.seal_u(index, &block, &sigma);
     let new_root_u = merkle::root_from_path(merkle::u_leaf(index, &merkle::block_root(&block), &sealed), index, &path);
 
     // (3) the checksums the new run must have.

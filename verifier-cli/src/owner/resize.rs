@@ -3,7 +3,7 @@
 //!
 //! 1. [`resize`]: the owner fetches U's leaves (checked against its rootU), computes
 //!    the new rootU itself (leaves kept up to N', new ones for zero blocks with σ̃ =
-//!    [`UNWRITTEN_U`]) and the checksums of the new C (the C-rebuild run on checksums,
+//!    [`ZERO_BLOCK_U`]) and the checksums of the new C (the C-rebuild run on checksums,
 //!    for N'), records the intent durably, and asks the node to resize.
 //! 2. [`finish_resize`]: the node's answer must give that rootU and name `C@r'·N'`;
 //!    C is spot-checked (λ positions) against the predicted checksums, then the state
@@ -23,7 +23,7 @@ use alloy_primitives::{Bytes, Signature, B256, U256};
 use anyhow::{bail, ensure, Context};
 use dpor_chain::Market;
 use dpor_core::block::MAX_LOG_BLOCKS;
-use dpor_core::checksum::{UNWRITTEN_U, RHO};
+use dpor_core::checksum::{ZERO_BLOCK_U, RHO};
 use dpor_core::digest::Resize;
 use dpor_core::merkle::{self, MerkleTree};
 use dpor_core::state::{resized_rebuild_count, RunId};
@@ -79,8 +79,8 @@ pub async fn resize(node: &NodeClient, auth: &OwnerAuth<'_>, state: &mut OwnerSt
         sigma.extend_from_slice(&open_u(&keys, &format, i as u64, &s.0)?);
     }
     for i in keep as u64..num_blocks {
-        leaves.push(merkle::u_leaf(i, &zero_root, &UNWRITTEN_U));
-        sigma.extend_from_slice(&open_u(&keys, &format, i, &UNWRITTEN_U)?);
+        leaves.push(merkle::u_leaf(i, &zero_root, &ZERO_BLOCK_U));
+        sigma.extend_from_slice(&open_u(&keys, &format, i, &ZERO_BLOCK_U)?);
     }
     let new_root_u = MerkleTree::new(leaves).context("U tree")?.root();
     let new_log = num_blocks.trailing_zeros();
