@@ -4,7 +4,8 @@
 //! withdrawn), answers a dispute on a held sample (bond to the provider), does not
 //! answer one on a block it lost (slashed), closes the finished deal; the proof of an
 //! epoch uses the digest in force at its start even after the owner posts a newer one
-//! (issue 9 finding 2), epochs before the first digest are not faults (finding 1).
+//! (issue 9 finding 2), epochs before the first digest are not faults (finding 1), and
+//! epochs across a resize are proven against each digest's own N (App. A.3).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use alloy_primitives::{B256, U256};
@@ -35,6 +36,8 @@ struct Calls {
 /// The node's disk, in memory; blocks in `lost` come back with flipped bytes.
 struct FakeRuns {
     fx: StateFixture,
+    /// A second state whose runs are also on "disk" (a resized deal's), if any.
+    fx2: Option<StateFixture>,
     lost: Mutex<HashSet<(RunTag, u64)>>,
     calls: Mutex<Calls>,
 }
@@ -42,7 +45,11 @@ struct FakeRuns {
 impl NodeRuns for FakeRuns {
     fn coded_block(&self, _deal: u64, run: RunId, position: u64) -> anyhow::Result<(Vec<u8>, Vec<B256>)> {
         self.calls.lock().unwrap().reads += 1;
-        let (mut b, p) = self.fx.coded_block(run, position).ok_or_else(|| anyhow::anyhow!("no block {run} {position}"))?;
+        let (mut b, p) = self
+            .fx
+            .coded_block(run, position)
+            .or_else(|| self.fx2.as_ref().and_then(|f| f.coded_block(run, position)))
+            .ok_or_else(|| anyhow::anyhow!("no block {run} {position}"))?;
         if self.lost.lock().unwrap().contains(&(run.tag, position)) {
             b.iter_mut().for_each(|x| *x ^= 0x5a);
         }
@@ -73,6 +80,7 @@ impl NodeRuns for FakeRuns {
 fn fake_runs() -> Arc<FakeRuns> {
     Arc::new(FakeRuns {
         fx: StateFixture::new(256, 8, 3, 7).unwrap(),
+        fx2: None,
         lost: Mutex::new(HashSet::new()),
         calls: Mutex::new(Calls::default()),
     })
@@ -176,6 +184,57 @@ async fn proof_after_a_newer_digest_passes_against_the_digest_in_force() {
     .await;
     assert!(runs.calls.lock().unwrap().epoch_pins.contains(&(deal, 1, 2)));
     assert!(runs.calls.lock().unwrap().released.iter().any(|&(d, e)| d == deal && e >= 1), "epoch 0's pin released");
+    assert_eq!(owner.get_deal(deal).await.unwrap().failures, 0);
+}
+
+/// A resize (App. A.3) inside an epoch: the agent proves the epoch under way against
+/// the pre-resize digest with the old N's sample positions, and the next epoch against
+/// the resized digest with the new N's, from the runs of each state; no fault.
+#[tokio::test]
+async fn epochs_across_a_resize_are_proven_against_each_digests_own_n() {
+    let dev = Devnet::start(None).await.unwrap();
+    let me = dev.key(1).address();
+    let provider = dev.client(1).await.unwrap();
+    provider.mint(me, U256::from(1_000_000 * E18)).await.unwrap();
+    let owner = dev.client(2).await.unwrap();
+    let o = owner.account().unwrap();
+    owner.mint(o, U256::from(10_000 * E18)).await.unwrap();
+    owner.approve_market(U256::from(10_000 * E18)).await.unwrap();
+    // The resized state: N = 16 after 17 writes (C@16, H0@17): names unlike the N = 8 state's.
+    let runs = Arc::new(FakeRuns {
+        fx: StateFixture::new(256, 8, 3, 7).unwrap(),
+        fx2: Some(StateFixture::new(256, 16, 17, 9).unwrap()),
+        lost: Mutex::new(HashSet::new()),
+        calls: Mutex::new(Calls::default()),
+    });
+    let mut agent = ChainAgent::new(dev.client(1).await.unwrap(), runs.clone(), agent_config(&dev));
+    agent.tick().await; // registers
+    let deal = owner.open_deal(me, 8, 256, 4, 3, 10, E18, 6 * E18).await.unwrap();
+    tick_until(&mut agent, "accepted", 3, || async { owner.get_deal(deal).await.unwrap().state == DealState::Active }).await;
+    let d1 = runs.fx.digest(deal, 1);
+    post(&dev, &owner, &d1).await;
+    agent.tick().await;
+    warp_to_epoch(&dev, &owner, deal, 0).await;
+    // Resize to 16 inside epoch 0, before the proof: same per-block terms.
+    let d2 = runs.fx2.as_ref().unwrap().digest(deal, 2);
+    assert_eq!((d2.numBlocks, d2.writeCount), (16, 1));
+    let (price, collateral) = (16 * E18, 16 * 6 * E18);
+    let r = dpor_core::digest::Resize { digest: d2.clone(), pricePerEpoch: price, collateral };
+    let h = r.signing_hash(dev.chain_id(), dev.market());
+    provider.ensure_allowance(U256::from(8 * 6 * E18)).await.unwrap();
+    owner
+        .resize_deal(&d2, price, collateral, sign_digest(&dev.key(2), h).unwrap(), sign_digest(&dev.key(1), h).unwrap())
+        .await
+        .unwrap();
+    let after = owner.get_deal(deal).await.unwrap();
+    assert_eq!((after.num_blocks, after.collateral, after.price_per_epoch), (16, collateral, price));
+    assert_eq!(owner.digest_record(deal, 1).await.unwrap().num_blocks, 8);
+    assert_eq!(owner.digest_record(deal, 2).await.unwrap().num_blocks, 16);
+    tick_until(&mut agent, "epoch 0 proven", 4, || async { owner.epoch_status(deal, 0).await.unwrap() == EpochStatus::Proven }).await;
+    assert!(runs.calls.lock().unwrap().epoch_pins.contains(&(deal, 0, 1)), "epoch 0 bound to the pre-resize digest");
+    warp_to_epoch(&dev, &owner, deal, 1).await;
+    tick_until(&mut agent, "epoch 1 proven", 4, || async { owner.epoch_status(deal, 1).await.unwrap() == EpochStatus::Proven }).await;
+    assert!(runs.calls.lock().unwrap().epoch_pins.contains(&(deal, 1, 2)), "epoch 1 bound to the resized digest");
     assert_eq!(owner.get_deal(deal).await.unwrap().failures, 0);
 }
 
