@@ -669,7 +669,7 @@ impl From<StoreError> for Fail {
             StoreError::UnknownDeal(_) => ErrorCode::UnknownDeal,
             StoreError::UnknownRun { .. } => ErrorCode::UnknownRun,
             StoreError::Replay { .. } => ErrorCode::Replay,
-            StoreError::Index { .. } | StoreError::Range { .. } => ErrorCode::OutOfRange,
+            StoreError::Index { .. } | StoreError::Range { .. } | StoreError::Params(_) => ErrorCode::OutOfRange,
             StoreError::BlockSize { .. } => ErrorCode::BadBlock,
             StoreError::Phase(_) => ErrorCode::WrongPhase,
             StoreError::StaleVersion { .. } => ErrorCode::StaleVersion,

@@ -181,8 +181,30 @@ async fn wrong_sizes_and_digest_rollback_are_refused() {
     assert!(matches!(f.owner(OwnerOp::Cosign { digest: WireDigest::from(&digest) }).await, Response::Cosigned { .. }));
     let old = Digest { version: 1, ..digest.clone() };
     assert_eq!(code(&f.owner(OwnerOp::Cosign { digest: WireDigest::from(&old) }).await), ErrorCode::StaleVersion);
-    let lie = Digest { version: 3, rootU: B256::repeat_byte(9), ..digest };
+    let lie = Digest { version: 3, rootU: B256::repeat_byte(9), ..digest.clone() };
     assert_eq!(code(&f.owner(OwnerOp::Cosign { digest: WireDigest::from(&lie) }).await), ErrorCode::Mismatch);
+
+    // Resizes (App. A.3): a size that is not another power of two changes nothing.
+    let root_u = f.status().await.clone_status().root_u;
+    for bad in [N, N + 1, 0] {
+        assert_eq!(code(&f.owner(OwnerOp::Resize { num_blocks: bad }).await), ErrorCode::OutOfRange, "N' = {bad}");
+    }
+    assert_eq!(f.status().await.clone_status().root_u, root_u);
+    // A resize co-signature for the deal's own N on chain, or for a state the node
+    // does not hold, is refused.
+    let same_n = OwnerOp::CosignResize { digest: WireDigest::from(&Digest { version: 3, ..digest.clone() }), price_per_epoch: 1, collateral: 1 };
+    assert_eq!(code(&f.owner(same_n).await), ErrorCode::Mismatch);
+    let not_held = Digest { version: 3, numBlocks: 2 * N, writeCount: 0, levelRoots: vec![], ..digest.clone() };
+    let op = OwnerOp::CosignResize { digest: WireDigest::from(&not_held), price_per_epoch: 1, collateral: 1 };
+    assert_eq!(code(&f.owner(op).await), ErrorCode::Mismatch);
+    // After the resize the same request describes the node's state and is signed.
+    let r = f.owner(OwnerOp::Resize { num_blocks: 2 * N }).await;
+    let Response::Written { run, run_root, root_u, .. } = r else { panic!("resize: {r:?}") };
+    let s = f.status().await.clone_status();
+    assert_eq!((s.root_u, s.c.1, s.write_count), (root_u, run_root, 0));
+    let resized = Digest { version: 3, numBlocks: 2 * N, writeCount: 0, rebuildCount: run.built_at / (2 * N), rootU: root_u, rootC: run_root, levelRoots: vec![], ..digest };
+    let op = OwnerOp::CosignResize { digest: WireDigest::from(&resized), price_per_epoch: 1, collateral: 1 };
+    assert!(matches!(f.owner(op).await, Response::Cosigned { .. }));
 }
 
 #[tokio::test]

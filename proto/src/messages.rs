@@ -577,7 +577,8 @@ pub enum ErrorCode {
     Unauthorized,
     /// A nonce not above the last one accepted (replayed or reordered).
     Replay,
-    /// An index or position out of range, or a bad batch start.
+    /// An index or position out of range, a bad batch start, or a deal parameter (N,
+    /// β) outside what the node accepts.
     OutOfRange,
     /// A block of the wrong size.
     BadBlock,
