@@ -543,3 +543,66 @@ async fn resizes_through_lost_requests_and_answers_match_a_plain_array() {
     }
     assert_eq!(flows::download(honest, &st, None).await.unwrap(), model, "after a C-rebuild at 4");
 }
+
+/// A cached level from `HASHED_LEVELS` up is checked at the checkpoint by its leaves
+/// (the node's 32-byte leaves give the root; λ of them equal the owner's recomputed
+/// blocks'), not hashed whole: an honest level 8 passes that way, and a level 8 whose
+/// committed tree holds one wrong coded block is caught (λ covers all 512 positions)
+/// and the owner signs nothing more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cached_level_checked_by_its_leaves_passes_honest_and_catches_a_wrong_block() {
+    use dpor_cli::owner::batch;
+    use dpor_core::{RunId, RunTag};
+    use dpor_node::store::CommitFault;
+    assert_eq!(batch::HASHED_LEVELS, 8);
+    for cheat in [false, true] {
+        let (n, beta) = (512u64, 64u32);
+        let dir = tempfile::tempdir().unwrap();
+        let owner = PrivateKeySigner::random();
+        let provider = PrivateKeySigner::random();
+        let market = Address::repeat_byte(0x42);
+        let store = Arc::new(Store::open(&dir.path().join("store"), StoreConfig::default()).unwrap());
+        let deal = ChainDeal { owner: owner.address(), provider: provider.address(), num_blocks: n, block_bytes: beta, active: true };
+        let handler = NodeHandler::new(store.clone(), Arc::new(Deals(vec![deal])), Arc::new(ProviderSigner::new(provider, CHAIN, market)));
+        let server = net::serve(
+            net::load_or_create_keypair(&dir.path().join("k")).unwrap(),
+            "/ip4/127.0.0.1/tcp/0".parse().unwrap(),
+            Arc::new(handler),
+            NetConfig::default(),
+        )
+        .await
+        .unwrap();
+        let addr = server.listen_addrs()[0].clone().with(libp2p::multiaddr::Protocol::P2p(server.peer_id()));
+        let client = NodeClient::connect(&addr.to_string(), Duration::from_secs(60)).await.unwrap();
+        let auth = OwnerAuth { key: &owner, chain_id: CHAIN, market, deal: 1 };
+        let mut st = state(1, n, beta, market);
+        st.block_cache_levels = 9;
+        st.lambda = 1024;
+        flows::upload(&client, &auth, &mut st, &vec![5u8; (n * beta as u64) as usize], None).await.unwrap();
+        if cheat {
+            store.set_commit_fault(Some(CommitFault(Arc::new(|run: RunId, _size| {
+                if run == (RunId { tag: RunTag::level(8), built_at: 256 }) {
+                    vec![300]
+                } else {
+                    vec![]
+                }
+            }))));
+        }
+        // 256 writes in one batch: the new state holds level 8 only (t = 256).
+        let writes: Vec<(u64, Vec<u8>)> = (0..256u64).map(|w| ((w * 7) % n, vec![(w % 250) as u8 + 1; 64])).collect();
+        batch::write_batch(&client, &auth, &mut st, &writes).await.unwrap();
+        assert_eq!(st.write_count, 256);
+        assert!(st.levels[8].as_ref().unwrap().unchecked);
+        let verdict = batch::verify_deferred(&client, &auth, &mut st).await;
+        if !cheat {
+            let report = verdict.unwrap();
+            assert_eq!(report.leaf_checked, vec!["H8@256".to_string()], "{report:?}");
+            assert!(report.recomputed.is_empty() && report.spot_checked.is_empty(), "{report:?}");
+            assert!(!st.levels[8].as_ref().unwrap().unchecked);
+            continue;
+        }
+        let err = verdict.unwrap_err();
+        assert!(format!("{err:#}").contains("position 300"), "{err:#}");
+        assert!(st.deferred_failure.is_some());
+    }
+}

@@ -377,6 +377,10 @@ fn check(ok: bool, why: impl FnOnce() -> String) -> anyhow::Result<()> {
 pub struct DeferredReport {
     /// Runs recomputed from the owner's cached blocks (root compared).
     pub recomputed: Vec<String>,
+    /// Runs recomputed from the owner's cached blocks and checked by their leaves
+    /// (levels ≥ [`HASHED_LEVELS`]: the node's leaves give the root, λ of them equal
+    /// the owner's own).
+    pub leaf_checked: Vec<String>,
     /// Runs spot-checked (λ samples against the predicted checksums).
     pub spot_checked: Vec<String>,
     /// Samples downloaded.
@@ -422,13 +426,19 @@ pub async fn verify_deferred(node: &NodeClient, auth: &OwnerAuth<'_>, state: &mu
         let id = RunId::from(entry.run);
         let level = id.tag.as_level();
         let local = match level {
-            Some(l) if l < state.block_cache_levels => recompute_level(state, l)?,
+            Some(l) if l < state.block_cache_levels => recompute_level(state, l)?.map(|coded| (l, coded)),
             _ => None,
         };
         let verdict = match local {
-            Some(root) => {
+            Some((l, coded)) if l < HASHED_LEVELS => {
                 report.recomputed.push(id.to_string());
+                let root = merkle::run_tree(&coded)?.root();
                 check(root == entry.root, || format!("the node's run {id} has root {}, but its blocks give {root}", entry.root))
+            }
+            Some((_, coded)) => {
+                report.leaf_checked.push(id.to_string());
+                report.samples += (state.lambda as usize).min(coded.len());
+                check_leaves(node, state, &entry, &coded).await
             }
             None => {
                 let positions = spot_positions(size, state.lambda);
@@ -496,9 +506,43 @@ async fn expected_at(
     Ok(out)
 }
 
-/// The root of level `level` of the owner's current state recomputed from its cached
-/// blocks (App. A.1), or `None` if the cache does not hold all of its writes.
-fn recompute_level(state: &OwnerState, level: u32) -> anyhow::Result<Option<B256>> {
+/// Cached levels from this one up are checked at checkpoints by their leaves rather
+/// than hashed whole ([`check_leaves`]): hashing a run's 2^(ℓ+1) coded blocks (their
+/// chunk trees) is what costs, and from level 8 (512 coded blocks) up the leaves
+/// (32 B each) and λ chunk trees cost less than the whole run's hashing.
+pub const HASHED_LEVELS: u32 = 8;
+
+/// The check of a run the owner recomputed (`coded`, its coded blocks in position
+/// order) without hashing it whole: the node's leaves (`RunLeaves`, 32 B per coded
+/// block) must give the run's root, and at λ positions drawn by the owner's RNG
+/// (`spot_positions`) they must equal the owner's own leaves (run_leaf(p, blockRoot)).
+/// A node whose committed run differs from the true one at a fraction f of positions
+/// passes with probability (1 − f)^λ, as with a spot-check (SCHEME §10.3), for 32 B per
+/// coded block instead of λ coded blocks with paths.
+async fn check_leaves(node: &NodeClient, state: &OwnerState, entry: &RunEntry, coded: &[Vec<u8>]) -> anyhow::Result<()> {
+    let id = RunId::from(entry.run);
+    let size = coded.len() as u64;
+    let per = batch_len(33).max(1);
+    let mut leaves = Vec::with_capacity(coded.len());
+    let mut start = 0;
+    while start < size {
+        let count = per.min(size - start);
+        leaves.extend(node.run_leaves(state.deal, entry.run, start, count).await?);
+        start += count;
+    }
+    let tree = merkle::MerkleTree::new(leaves)?;
+    let root = tree.root();
+    check(root == entry.root, || format!("the node's leaves of run {id} give root {root}, but it committed {}", entry.root))?;
+    for p in spot_positions(size, state.lambda) {
+        let mine = merkle::run_leaf(p, &merkle::block_root(&coded[p as usize]));
+        check(tree.leaf(p) == Some(mine), || format!("run {id}: the node's leaf at position {p} is not the owner's recomputed block"))?;
+    }
+    Ok(())
+}
+
+/// The coded blocks of level `level` of the owner's current state recomputed from its
+/// cached blocks (App. A.1), or `None` if the cache does not hold all of its writes.
+fn recompute_level(state: &OwnerState, level: u32) -> anyhow::Result<Option<Vec<Vec<u8>>>> {
     let format = state.format()?;
     let width = format.width();
     let k = state.log_blocks();
@@ -519,5 +563,5 @@ fn recompute_level(state: &OwnerState, level: u32) -> anyhow::Result<Option<B256
     }
     let run = local.remove(&level).context("the replayed window did not end on its level")?;
     let coded: Vec<Vec<u8>> = run.chunks_exact(width).map(|b| format.coded_to_bytes(b)).collect::<Result<_, _>>()?;
-    Ok(Some(merkle::run_tree(&coded)?.root()))
+    Ok(Some(coded))
 }
