@@ -290,6 +290,10 @@ pub(crate) async fn finish_write_batch(
     // entries with those numbers (left by a refused batch), saved with the old window
     // still in it so that either state finds its blocks after a crash.
     if state.block_cache_levels > 0 {
+        if state.recent.iter().any(|(w, _, _)| *w > old_total) {
+            // Numbers saved by a refused batch are reused: the sidecar is rewritten.
+            state.recent_disk = None;
+        }
         state.recent.retain(|(w, _, _)| *w <= old_total);
         for (j, w) in writes.iter().enumerate() {
             state.recent.push((old_total + 1 + j as u64, w.index, w.block.to_vec()));

@@ -141,6 +141,7 @@ pub(crate) async fn finish_resize(node: &NodeClient, auth: &OwnerAuth<'_>, state
     state.c = Some(RunEntry { run: written.run, root: written.run_root, sigma: None, unchecked: false });
     state.c_snapshot = None;
     state.recent.clear();
+    state.recent_disk = None;
     state.file_bytes = state.file_bytes.min(num_blocks.saturating_mul(u64::from(state.block_bytes)));
     state.pending = Some(Pending::StoreSealed { run: written.run, next: 0, more: vec![] });
     state.persist()?;
