@@ -8,23 +8,19 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-use alloy_primitives::Address;
-use dpor_cli::node_client::{NodeClient, OwnerAuth};
+use dpor_cli::node_client::OwnerAuth;
 use dpor_cli::owner::flows;
 use dpor_cli::owner::edit;
 use dpor_cli::owner_state::OwnerState;
 use alloy::signers::local::PrivateKeySigner;
-use dpor_node::handler::{ChainDeal, Misbehavior, NodeHandler};
-use dpor_node::signing::ProviderSigner;
-use dpor_node::store::{Store, StoreConfig};
-use dpor_proto::net::{self, NetConfig};
+use dpor_node::handler::Misbehavior;
+use dpor_node::store::StoreConfig;
 use std::sync::Arc;
-use std::time::Duration;
 use rand::{Rng, SeedableRng};
 
 #[path = "inproc/mod.rs"]
 mod inproc;
-use inproc::{node, state, Deals, Node, CHAIN};
+use inproc::{node, shared_store, state, Node, CHAIN};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_owner_verifies_every_step_and_recovers_the_file_from_half_of_every_run() {
@@ -96,31 +92,10 @@ async fn a_rejected_write_leaves_the_owner_on_its_previous_state_whose_runs_the_
     use dpor_cli::owner::recover;
     use dpor_cli::owner_state::Pending;
     let (n, beta) = (8u64, 64u32);
-    let dir = tempfile::tempdir().unwrap();
-    let owner = PrivateKeySigner::random();
-    let provider = PrivateKeySigner::random();
-    let market = Address::repeat_byte(0x42);
-    let store = Arc::new(Store::open(&dir.path().join("store"), StoreConfig::default()).unwrap());
-    let deal = ChainDeal { owner: owner.address(), provider: provider.address(), num_blocks: n, block_bytes: beta, active: true };
-    let signer = Arc::new(ProviderSigner::new(provider, CHAIN, market));
-    let mut clients = Vec::new();
-    let mut servers = Vec::new();
-    for (i, m) in [Misbehavior::None, Misbehavior::WrongBlock].into_iter().enumerate() {
-        let handler = NodeHandler::new(store.clone(), Arc::new(Deals(vec![deal.clone()])), signer.clone()).with_misbehavior(m);
-        let server = net::serve(
-            net::load_or_create_keypair(&dir.path().join(format!("k{i}"))).unwrap(),
-            "/ip4/127.0.0.1/tcp/0".parse().unwrap(),
-            Arc::new(handler),
-            NetConfig::default(),
-        )
-        .await
-        .unwrap();
-        let addr = server.listen_addrs()[0].clone().with(libp2p::multiaddr::Protocol::P2p(server.peer_id()));
-        clients.push(NodeClient::connect(&addr.to_string(), Duration::from_secs(60)).await.unwrap());
-        servers.push(server);
-    }
-    let (honest, cheat) = (&clients[0], &clients[1]);
-    let auth = OwnerAuth { key: &owner, chain_id: CHAIN, market, deal: 1 };
+    let node = shared_store(n, beta, &[Misbehavior::None, Misbehavior::WrongBlock]).await;
+    let (honest, cheat) = (&node.clients[0], &node.clients[1]);
+    let market = node.market;
+    let auth = OwnerAuth { key: &node.owner, chain_id: CHAIN, market, deal: 1 };
     let mut st = state(1, n, beta, market);
     st.cache_levels = 0; // every level's σ̃ lives on the node
     let mut model = vec![5u8; n as usize * beta as usize];
@@ -236,24 +211,9 @@ async fn a_run_corrupted_between_checkpoints_is_caught_at_the_checkpoint() {
     use dpor_node::store::CommitFault;
     for cheat in [false, true] {
         let (n, beta) = (64u64, 64u32);
-        let dir = tempfile::tempdir().unwrap();
-        let owner = PrivateKeySigner::random();
-        let provider = PrivateKeySigner::random();
-        let market = Address::repeat_byte(0x42);
-        let store = Arc::new(Store::open(&dir.path().join("store"), StoreConfig::default()).unwrap());
-        let deal = ChainDeal { owner: owner.address(), provider: provider.address(), num_blocks: n, block_bytes: beta, active: true };
-        let handler = NodeHandler::new(store.clone(), Arc::new(Deals(vec![deal])), Arc::new(ProviderSigner::new(provider, CHAIN, market)));
-        let server = net::serve(
-            net::load_or_create_keypair(&dir.path().join("k")).unwrap(),
-            "/ip4/127.0.0.1/tcp/0".parse().unwrap(),
-            Arc::new(handler),
-            NetConfig::default(),
-        )
-        .await
-        .unwrap();
-        let addr = server.listen_addrs()[0].clone().with(libp2p::multiaddr::Protocol::P2p(server.peer_id()));
-        let client = NodeClient::connect(&addr.to_string(), Duration::from_secs(60)).await.unwrap();
-        let auth = OwnerAuth { key: &owner, chain_id: CHAIN, market, deal: 1 };
+        let node = shared_store(n, beta, &[Misbehavior::None]).await;
+        let (client, store, market) = (&node.clients[0], &node.store, node.market);
+        let auth = OwnerAuth { key: &node.owner, chain_id: CHAIN, market, deal: 1 };
         let mut st = state(1, n, beta, market);
         st.block_cache_levels = 3;
         flows::upload(&client, &auth, &mut st, &vec![3u8; (n * beta as u64) as usize], None).await.unwrap();
@@ -298,31 +258,10 @@ async fn a_lost_batch_or_a_lost_batch_answer_is_settled_by_the_intent_recovery()
     use dpor_cli::owner::{batch, recover};
     use dpor_cli::owner_state::Pending;
     let (n, beta) = (16u64, 64u32);
-    let dir = tempfile::tempdir().unwrap();
-    let owner = PrivateKeySigner::random();
-    let provider = PrivateKeySigner::random();
-    let market = Address::repeat_byte(0x42);
-    let store = Arc::new(Store::open(&dir.path().join("store"), StoreConfig::default()).unwrap());
-    let deal = ChainDeal { owner: owner.address(), provider: provider.address(), num_blocks: n, block_bytes: beta, active: true };
-    let signer = Arc::new(ProviderSigner::new(provider, CHAIN, market));
-    let mut clients = Vec::new();
-    let mut servers = Vec::new();
-    for (i, m) in [Misbehavior::None, Misbehavior::DropWrites, Misbehavior::LoseWriteAnswers].into_iter().enumerate() {
-        let handler = NodeHandler::new(store.clone(), Arc::new(Deals(vec![deal.clone()])), signer.clone()).with_misbehavior(m);
-        let server = net::serve(
-            net::load_or_create_keypair(&dir.path().join(format!("k{i}"))).unwrap(),
-            "/ip4/127.0.0.1/tcp/0".parse().unwrap(),
-            Arc::new(handler),
-            NetConfig::default(),
-        )
-        .await
-        .unwrap();
-        let addr = server.listen_addrs()[0].clone().with(libp2p::multiaddr::Protocol::P2p(server.peer_id()));
-        clients.push(NodeClient::connect(&addr.to_string(), Duration::from_secs(60)).await.unwrap());
-        servers.push(server);
-    }
-    let (honest, drops, loses) = (&clients[0], &clients[1], &clients[2]);
-    let auth = OwnerAuth { key: &owner, chain_id: CHAIN, market, deal: 1 };
+    let node = shared_store(n, beta, &[Misbehavior::None, Misbehavior::DropWrites, Misbehavior::LoseWriteAnswers]).await;
+    let (honest, drops, loses) = (&node.clients[0], &node.clients[1], &node.clients[2]);
+    let market = node.market;
+    let auth = OwnerAuth { key: &node.owner, chain_id: CHAIN, market, deal: 1 };
     let sdir = tempfile::tempdir().unwrap();
     let mut st = state(1, n, beta, market);
     st.block_cache_levels = 2;
@@ -450,31 +389,10 @@ async fn resizes_through_lost_requests_and_answers_match_a_plain_array() {
     use dpor_cli::owner::{batch, recover, resize};
     use dpor_cli::owner_state::Pending;
     let (n, beta) = (8u64, 64u32);
-    let dir = tempfile::tempdir().unwrap();
-    let owner = PrivateKeySigner::random();
-    let provider = PrivateKeySigner::random();
-    let market = Address::repeat_byte(0x42);
-    let store = Arc::new(Store::open(&dir.path().join("store"), StoreConfig::default()).unwrap());
-    let deal = ChainDeal { owner: owner.address(), provider: provider.address(), num_blocks: n, block_bytes: beta, active: true };
-    let signer = Arc::new(ProviderSigner::new(provider, CHAIN, market));
-    let mut clients = Vec::new();
-    let mut servers = Vec::new();
-    for (i, m) in [Misbehavior::None, Misbehavior::DropWrites, Misbehavior::LoseWriteAnswers].into_iter().enumerate() {
-        let handler = NodeHandler::new(store.clone(), Arc::new(Deals(vec![deal.clone()])), signer.clone()).with_misbehavior(m);
-        let server = net::serve(
-            net::load_or_create_keypair(&dir.path().join(format!("k{i}"))).unwrap(),
-            "/ip4/127.0.0.1/tcp/0".parse().unwrap(),
-            Arc::new(handler),
-            NetConfig::default(),
-        )
-        .await
-        .unwrap();
-        let addr = server.listen_addrs()[0].clone().with(libp2p::multiaddr::Protocol::P2p(server.peer_id()));
-        clients.push(NodeClient::connect(&addr.to_string(), Duration::from_secs(60)).await.unwrap());
-        servers.push(server);
-    }
-    let (honest, drops, loses) = (&clients[0], &clients[1], &clients[2]);
-    let auth = OwnerAuth { key: &owner, chain_id: CHAIN, market, deal: 1 };
+    let node = shared_store(n, beta, &[Misbehavior::None, Misbehavior::DropWrites, Misbehavior::LoseWriteAnswers]).await;
+    let (honest, drops, loses) = (&node.clients[0], &node.clients[1], &node.clients[2]);
+    let market = node.market;
+    let auth = OwnerAuth { key: &node.owner, chain_id: CHAIN, market, deal: 1 };
     let sdir = tempfile::tempdir().unwrap();
     let mut st = state(1, n, beta, market);
     st.path = Some(sdir.path().join("owner.json"));
@@ -557,24 +475,9 @@ async fn a_cached_level_checked_by_its_leaves_passes_honest_and_catches_a_wrong_
     assert_eq!(batch::HASHED_LEVELS, 8);
     for cheat in [false, true] {
         let (n, beta) = (512u64, 64u32);
-        let dir = tempfile::tempdir().unwrap();
-        let owner = PrivateKeySigner::random();
-        let provider = PrivateKeySigner::random();
-        let market = Address::repeat_byte(0x42);
-        let store = Arc::new(Store::open(&dir.path().join("store"), StoreConfig::default()).unwrap());
-        let deal = ChainDeal { owner: owner.address(), provider: provider.address(), num_blocks: n, block_bytes: beta, active: true };
-        let handler = NodeHandler::new(store.clone(), Arc::new(Deals(vec![deal])), Arc::new(ProviderSigner::new(provider, CHAIN, market)));
-        let server = net::serve(
-            net::load_or_create_keypair(&dir.path().join("k")).unwrap(),
-            "/ip4/127.0.0.1/tcp/0".parse().unwrap(),
-            Arc::new(handler),
-            NetConfig::default(),
-        )
-        .await
-        .unwrap();
-        let addr = server.listen_addrs()[0].clone().with(libp2p::multiaddr::Protocol::P2p(server.peer_id()));
-        let client = NodeClient::connect(&addr.to_string(), Duration::from_secs(60)).await.unwrap();
-        let auth = OwnerAuth { key: &owner, chain_id: CHAIN, market, deal: 1 };
+        let node = shared_store(n, beta, &[Misbehavior::None]).await;
+        let (client, store, market) = (&node.clients[0], &node.store, node.market);
+        let auth = OwnerAuth { key: &node.owner, chain_id: CHAIN, market, deal: 1 };
         let mut st = state(1, n, beta, market);
         st.block_cache_levels = 9;
         st.lambda = 1024;

@@ -8,7 +8,7 @@ use crate::node_client::OwnerAuth;
 use crate::output::Output;
 use crate::owner_state::{DealParams, OwnerState, DEFAULT_BLOCK_CACHE_LEVELS, DEFAULT_CACHE_LEVELS};
 use alloy::signers::SignerSync;
-use alloy_primitives::{Address, Bytes, Signature, B256, U256};
+use alloy_primitives::{Address, Bytes, B256, U256};
 use anyhow::{bail, ensure, Context};
 use clap::Subcommand;
 use dpor_proto::messages::WireDigest;
@@ -478,13 +478,7 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
             let cosigned = node.cosign(&auth, nonce, WireDigest::from(&digest)).await;
             state.save(&ctx.state_path)?;
             let (provider_sig, provider) = cosigned?;
-            let sig = Signature::try_from(provider_sig.as_slice()).context("the provider's signature is malformed")?;
-            let signer = sig.recover_address_from_prehash(&hash).context("the provider's signature does not recover")?;
-            ensure!(
-                signer == onchain.provider && provider == onchain.provider,
-                "the digest was signed by {signer}, not the deal's provider {}",
-                onchain.provider
-            );
+            let signer = super::resize::check_provider_signature(&provider_sig, provider, hash, onchain.provider, "digest")?;
             ctx.market.post_digest(&digest, Bytes::from(owner_sig), Bytes::from(provider_sig)).await?;
             state.digest_version = version;
             state.save(&ctx.state_path)?;

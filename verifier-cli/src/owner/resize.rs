@@ -19,7 +19,7 @@ use crate::node_client::{NodeClient, OwnerAuth, Written};
 use crate::owner_state::{OwnerState, Pending, RunEntry, SIGMA_WIDTH};
 use alloy::signers::local::PrivateKeySigner;
 use alloy::signers::SignerSync;
-use alloy_primitives::{Bytes, Signature, B256, U256};
+use alloy_primitives::{Address, Bytes, Signature, B256, U256};
 use anyhow::{bail, ensure, Context};
 use dpor_chain::Market;
 use dpor_core::block::MAX_LOG_BLOCKS;
@@ -157,6 +157,16 @@ pub(crate) async fn finish_resize(node: &NodeClient, auth: &OwnerAuth<'_>, state
     })
 }
 
+/// Checks that `signature` (65 bytes, from a node claiming to be `claimed`) over `hash`
+/// is the deal's provider's (`expected`); returns the signer. `what` names the signed
+/// thing in the error.
+pub(crate) fn check_provider_signature(signature: &[u8], claimed: Address, hash: B256, expected: Address, what: &str) -> anyhow::Result<Address> {
+    let sig = Signature::try_from(signature).context("the provider's signature is malformed")?;
+    let signer = sig.recover_address_from_prehash(&hash).context("the provider's signature does not recover")?;
+    ensure!(signer == expected && claimed == expected, "the {what} was signed by {signer}, not the deal's provider {expected}");
+    Ok(signer)
+}
+
 /// The terms of an on-chain resize: the new price per epoch and collateral, wei.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct ResizeTerms {
@@ -224,13 +234,7 @@ pub async fn resize_on_chain(
     let cosigned = node.cosign_resize(auth, nonce, WireDigest::from(&digest), terms.price_per_epoch, terms.collateral).await;
     state.persist()?;
     let (provider_sig, provider) = cosigned?;
-    let sig = Signature::try_from(provider_sig.as_slice()).context("the provider's signature is malformed")?;
-    let signer = sig.recover_address_from_prehash(&hash).context("the provider's signature does not recover")?;
-    ensure!(
-        signer == onchain.provider && provider == onchain.provider,
-        "the resize was signed by {signer}, not the deal's provider {}",
-        onchain.provider
-    );
+    check_provider_signature(&provider_sig, provider, hash, onchain.provider, "resize")?;
     // The escrow for the remaining epochs at the new price is at most price × term.
     let most = U256::from(terms.price_per_epoch).saturating_mul(U256::from(onchain.num_epochs));
     let more = most.saturating_sub(U256::from(onchain.escrow));

@@ -77,3 +77,45 @@ pub fn state(deal: u64, n: u64, beta: u32, market: Address) -> OwnerState {
     // Checksum cache of 2 levels: levels ≥ 2 exercise the σ̃ fetch path.
     OwnerState::new(params, B256::repeat_byte(deal as u8), 2, 0)
 }
+
+/// One store (deal 1: N = `n` blocks of `beta` bytes, a fresh owner) served by one
+/// handler per entry of `modes`, each on its own libp2p server: an honest view and
+/// cheating ones over the same disk (a lost request, a lost answer, …).
+pub struct SharedStore {
+    /// One client per mode, in order.
+    pub clients: Vec<NodeClient>,
+    /// The store all handlers share (for commit faults).
+    pub store: Arc<Store>,
+    pub owner: PrivateKeySigner,
+    pub market: Address,
+    pub dir: tempfile::TempDir,
+    _servers: Vec<net::ServerHandle>,
+}
+
+/// Starts a [`SharedStore`].
+pub async fn shared_store(n: u64, beta: u32, modes: &[Misbehavior]) -> SharedStore {
+    let dir = tempfile::tempdir().unwrap();
+    let owner = PrivateKeySigner::random();
+    let provider = PrivateKeySigner::random();
+    let market = Address::repeat_byte(0x42);
+    let store = Arc::new(Store::open(&dir.path().join("store"), StoreConfig::default()).unwrap());
+    let deal = ChainDeal { owner: owner.address(), provider: provider.address(), num_blocks: n, block_bytes: beta, active: true };
+    let signer = Arc::new(ProviderSigner::new(provider, CHAIN, market));
+    let mut clients = Vec::new();
+    let mut servers = Vec::new();
+    for (i, m) in modes.iter().enumerate() {
+        let handler = NodeHandler::new(store.clone(), Arc::new(Deals(vec![deal.clone()])), signer.clone()).with_misbehavior(*m);
+        let server = net::serve(
+            net::load_or_create_keypair(&dir.path().join(format!("k{i}"))).unwrap(),
+            "/ip4/127.0.0.1/tcp/0".parse().unwrap(),
+            Arc::new(handler),
+            NetConfig::default(),
+        )
+        .await
+        .unwrap();
+        let addr = server.listen_addrs()[0].clone().with(libp2p::multiaddr::Protocol::P2p(server.peer_id()));
+        clients.push(NodeClient::connect(&addr.to_string(), Duration::from_secs(60)).await.unwrap());
+        servers.push(server);
+    }
+    SharedStore { clients, store, owner, market, dir, _servers: servers }
+}
