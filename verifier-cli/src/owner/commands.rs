@@ -577,6 +577,12 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
             }
             if let Some(d) = &onchain {
                 human.push_str(&format!("\n  chain: {:?}, digest v{}, provider {}", d.state, d.digest_version, d.provider));
+                if d.num_blocks != state.num_blocks {
+                    human.push_str(&format!(
+                        "\n  resize to {} blocks done on the node, not yet on chain (N = {} there): run `dpor checkpoint`",
+                        state.num_blocks, d.num_blocks
+                    ));
+                }
             }
             match &node {
                 Ok(s) => human.push_str(&format!(
