@@ -123,6 +123,11 @@ where
 /// with tokens, and a manual agent (ticked by the test) that registered and accepted a
 /// 10-epoch deal. Returns (dev, owner, agent, runs, deal).
 async fn manual_setup() -> (Devnet, Market, ChainAgent, Arc<FakeRuns>, u64) {
+    manual_setup_with(fake_runs()).await
+}
+
+/// [`manual_setup`] with the node's disk `runs`.
+async fn manual_setup_with(runs: Arc<FakeRuns>) -> (Devnet, Market, ChainAgent, Arc<FakeRuns>, u64) {
     let dev = Devnet::start(None).await.unwrap();
     let me = dev.key(1).address();
     let provider = dev.client(1).await.unwrap();
@@ -131,7 +136,6 @@ async fn manual_setup() -> (Devnet, Market, ChainAgent, Arc<FakeRuns>, u64) {
     let o = owner.account().unwrap();
     owner.mint(o, U256::from(10_000 * E18)).await.unwrap();
     owner.approve_market(U256::from(10_000 * E18)).await.unwrap();
-    let runs = fake_runs();
     let mut agent = ChainAgent::new(dev.client(1).await.unwrap(), runs.clone(), agent_config(&dev));
     agent.tick().await; // registers
     assert!(provider.get_provider(me).await.unwrap().registered);
@@ -192,25 +196,15 @@ async fn proof_after_a_newer_digest_passes_against_the_digest_in_force() {
 /// the resized digest with the new N's, from the runs of each state; no fault.
 #[tokio::test]
 async fn epochs_across_a_resize_are_proven_against_each_digests_own_n() {
-    let dev = Devnet::start(None).await.unwrap();
-    let me = dev.key(1).address();
-    let provider = dev.client(1).await.unwrap();
-    provider.mint(me, U256::from(1_000_000 * E18)).await.unwrap();
-    let owner = dev.client(2).await.unwrap();
-    let o = owner.account().unwrap();
-    owner.mint(o, U256::from(10_000 * E18)).await.unwrap();
-    owner.approve_market(U256::from(10_000 * E18)).await.unwrap();
     // The resized state: N = 16 after 17 writes (C@16, H0@17): names unlike the N = 8 state's.
-    let runs = Arc::new(FakeRuns {
+    let (dev, owner, mut agent, runs, deal) = manual_setup_with(Arc::new(FakeRuns {
         fx: StateFixture::new(256, 8, 3, 7).unwrap(),
         fx2: Some(StateFixture::new(256, 16, 17, 9).unwrap()),
         lost: Mutex::new(HashSet::new()),
         calls: Mutex::new(Calls::default()),
-    });
-    let mut agent = ChainAgent::new(dev.client(1).await.unwrap(), runs.clone(), agent_config(&dev));
-    agent.tick().await; // registers
-    let deal = owner.open_deal(me, 8, 256, 4, 3, 10, E18, 6 * E18).await.unwrap();
-    tick_until(&mut agent, "accepted", 3, || async { owner.get_deal(deal).await.unwrap().state == DealState::Active }).await;
+    }))
+    .await;
+    let provider = dev.client(1).await.unwrap();
     let d1 = runs.fx.digest(deal, 1);
     post(&dev, &owner, &d1).await;
     agent.tick().await;

@@ -7,70 +7,20 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-use alloy::signers::local::PrivateKeySigner;
 use alloy_primitives::{Address, B256};
-use async_trait::async_trait;
 use dpor_cli::node_client::{NodeClient, OwnerAuth};
 use dpor_cli::owner::flows;
 use dpor_cli::owner::secret_audit::secret_audit;
 use dpor_cli::owner_state::{DealParams, OwnerState};
 use dpor_core::audit::{audit_plan, verify_audit, RunResponse, SampleResponse};
 use dpor_core::{BlockFormat, RunTag};
-use dpor_node::handler::{ChainDeal, DealLookup, Misbehavior, NodeHandler};
-use dpor_node::signing::ProviderSigner;
-use dpor_node::store::{CommitFault, Store, StoreConfig};
+use dpor_node::handler::Misbehavior;
+use dpor_node::store::CommitFault;
 use dpor_proto::messages::{batch_len, WireRun};
-use dpor_proto::net::{self, NetConfig};
-use std::sync::Arc;
-use std::time::Duration;
 
-const CHAIN: u64 = 31337;
-
-struct Deals(ChainDeal);
-
-#[async_trait]
-impl DealLookup for Deals {
-    async fn deal(&self, id: u64) -> anyhow::Result<Option<ChainDeal>> {
-        Ok((id == 1).then(|| self.0.clone()))
-    }
-}
-
-/// One store on disk served by one server per misbehavior (all over the same store).
-struct Node {
-    clients: Vec<NodeClient>,
-    owner: PrivateKeySigner,
-    market: Address,
-    store: Arc<Store>,
-    dir: tempfile::TempDir,
-    _servers: Vec<net::ServerHandle>,
-}
-
-async fn node(n: u64, beta: u32, modes: &[Misbehavior]) -> Node {
-    let dir = tempfile::tempdir().unwrap();
-    let owner = PrivateKeySigner::random();
-    let provider = PrivateKeySigner::random();
-    let market = Address::repeat_byte(0x42);
-    let store = Arc::new(Store::open(&dir.path().join("store"), StoreConfig::default()).unwrap());
-    let deal = ChainDeal { owner: owner.address(), provider: provider.address(), num_blocks: n, block_bytes: beta, active: true };
-    let signer = Arc::new(ProviderSigner::new(provider, CHAIN, market));
-    let mut clients = Vec::new();
-    let mut servers = Vec::new();
-    for (i, m) in modes.iter().enumerate() {
-        let handler = NodeHandler::new(store.clone(), Arc::new(Deals(deal.clone())), signer.clone()).with_misbehavior(*m);
-        let server = net::serve(
-            net::load_or_create_keypair(&dir.path().join(format!("k{i}"))).unwrap(),
-            "/ip4/127.0.0.1/tcp/0".parse().unwrap(),
-            Arc::new(handler),
-            NetConfig::default(),
-        )
-        .await
-        .unwrap();
-        let addr = server.listen_addrs()[0].clone().with(libp2p::multiaddr::Protocol::P2p(server.peer_id()));
-        clients.push(NodeClient::connect(&addr.to_string(), Duration::from_secs(60)).await.unwrap());
-        servers.push(server);
-    }
-    Node { clients, owner, market, store, dir, _servers: servers }
-}
+#[path = "inproc/mod.rs"]
+mod inproc;
+use inproc::{shared_store as node, CHAIN};
 
 fn state(n: u64, beta: u32, market: Address, lambda: u32, cache_levels: u32) -> OwnerState {
     let params = DealParams { deal: 1, chain_id: CHAIN, market, provider: Address::ZERO, num_blocks: n, block_bytes: beta, lambda };
