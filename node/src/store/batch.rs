@@ -236,14 +236,8 @@ impl Store {
         let Some(st) = g.as_mut() else {
             return Err(StoreError::UnknownDeal(deal));
         };
-        if let Err(e) = self.commit(&new, Some(&st.meta), sled_batch) {
-            for (r, _) in &written {
-                runs::remove_run(&st.dir, *r);
-            }
-            return Err(e);
-        }
+        self.commit_runs(st, new, sled_batch, written.iter().map(|(r, _)| *r))?;
         // Committed: from here the batch is acknowledged.
-        st.meta = new;
         st.u_tree = Some(tree);
         if let Err(e) = self.finish_pending(st, Some(&u_roots)) {
             tracing::warn!(deal, "batch committed, U files not yet updated (retried later): {e}");

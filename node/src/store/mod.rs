@@ -323,6 +323,26 @@ impl Store {
         Ok(())
     }
 
+    /// Commits `new`, the record of a step that wrote the run files `runs`, as the
+    /// state of `st`; if the commit fails, deletes those files (no record names them)
+    /// and returns the error, leaving `st` as it was.
+    fn commit_runs(
+        &self,
+        st: &mut DealState,
+        new: DealMeta,
+        batch: sled::Batch,
+        runs: impl IntoIterator<Item = RunId>,
+    ) -> Result<()> {
+        if let Err(e) = self.commit(&new, Some(&st.meta), batch) {
+            for run in runs {
+                runs::remove_run(&st.dir, run);
+            }
+            return Err(e);
+        }
+        st.meta = new;
+        Ok(())
+    }
+
     /// Opens (creating if needed) the store in `dir` and recovers it: pending U updates
     /// are re-applied, and files no record references are deleted.
     ///

@@ -96,12 +96,8 @@ impl Store {
         let Some(st) = g.as_mut() else {
             return Err(StoreError::UnknownDeal(deal));
         };
-        if let Err(e) = self.commit(&new, Some(&st.meta), sled::Batch::default()) {
-            runs::remove_run(&st.dir, run);
-            return Err(e);
-        }
+        self.commit_runs(st, new, sled::Batch::default(), [run])?;
         // Committed.
-        st.meta = new;
         st.u_tree = Some(tree);
         if new_num_blocks < n {
             if let Err(e) = st.u.shrink(new_num_blocks) {

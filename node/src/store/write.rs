@@ -82,12 +82,8 @@ impl Store {
         let Some(st) = g.as_mut() else {
             return Err(StoreError::UnknownDeal(deal));
         };
-        if let Err(e) = self.commit(&new, Some(&st.meta), sled::Batch::default()) {
-            runs::remove_run(&st.dir, run);
-            return Err(e);
-        }
+        self.commit_runs(st, new, sled::Batch::default(), [run])?;
         // Committed: from here the write is acknowledged.
-        st.meta = new;
         if let Some(t) = st.u_tree.as_mut() {
             t.set_leaf(index, leaf)?;
         }
