@@ -123,10 +123,12 @@ mod tests {
     use std::collections::HashSet;
     use std::sync::Mutex;
 
-    /// Runs from an in-memory state; positions in `lost` come back corrupted.
+    /// Runs from an in-memory state; positions in `lost` come back corrupted, and
+    /// every block passes through `keep` (what a cheating node keeps of it).
     struct Fake {
         fx: StateFixture,
         lost: Mutex<HashSet<(RunTag, u64)>>,
+        keep: fn(&mut [u8]),
     }
 
     impl NodeRuns for Fake {
@@ -135,6 +137,7 @@ mod tests {
             if self.lost.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.contains(&(run.tag, position)) {
                 b.iter_mut().for_each(|x| *x ^= 0xff);
             }
+            (self.keep)(&mut b);
             Ok((b, p))
         }
         fn digest_posted(&self, _: u64, _: &Digest) -> anyhow::Result<()> {
@@ -149,7 +152,7 @@ mod tests {
     }
 
     fn fake(writes: u64) -> Fake {
-        Fake { fx: StateFixture::new(256, 8, writes, 3).unwrap(), lost: Mutex::new(HashSet::new()) }
+        Fake { fx: StateFixture::new(256, 8, writes, 3).unwrap(), lost: Mutex::new(HashSet::new()), keep: |_| {} }
     }
 
     #[test]
@@ -181,27 +184,15 @@ mod tests {
     /// in the first half would pass, but no whole-block proof does (finding 3).
     #[test]
     fn half_kept_blocks_never_prove_a_whole_block() {
-        struct Half(Fake);
-        impl NodeRuns for Half {
-            fn coded_block(&self, d: u64, run: RunId, p: u64) -> anyhow::Result<(Vec<u8>, Vec<B256>)> {
-                let (mut b, path) = self.0.coded_block(d, run, p)?;
+        let f = Fake {
+            keep: |b| {
                 let h = b.len() / 2;
                 b[h..].iter_mut().for_each(|x| *x = 0);
-                Ok((b, path))
-            }
-            fn digest_posted(&self, _: u64, _: &Digest) -> anyhow::Result<()> {
-                Ok(())
-            }
-            fn dispute_opened(&self, _: u64, _: u64, _: &Digest) -> anyhow::Result<()> {
-                Ok(())
-            }
-            fn dispute_closed(&self, _: u64, _: u64) -> anyhow::Result<()> {
-                Ok(())
-            }
-        }
-        let f = Half(fake(5));
-        let d = f.0.fx.digest(1, 1);
-        let cb = f.0.fx.coded_block_bytes();
+            },
+            ..fake(5)
+        };
+        let d = f.fx.digest(1, 1);
+        let cb = f.fx.coded_block_bytes();
         // (A smarter cheater that also kept the chunk-tree hashes could open chunks of
         // the kept half; a whole-block proof needs the bytes of every chunk.)
         for e in 0..20u8 {
