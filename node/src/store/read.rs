@@ -147,12 +147,7 @@ impl Store {
     pub fn coded(&self, deal: u64, run: RunId, positions: &[u64]) -> Result<Vec<(Vec<u8>, Vec<B256>)>> {
         self.ensure_built(deal, run)?;
         self.with_state(deal, |st| {
-            let size = st.run_size(run)?;
-            if let Some(p) = positions.iter().find(|p| **p >= size) {
-                return Err(StoreError::Range(format!("position {p} of a run of {size}")));
-            }
-            let cb = st.format.coded_block_bytes() as u64;
-            check_range(0, positions.len() as u64, u64::MAX, cb + 32 * 32)?;
+            let size = check_positions(st, run, positions)?;
             let blocks = runs::read_positions(&st.dir, run, &st.format, positions)?;
             let paths = runs::read_paths(&st.dir, run, size, positions)?;
             Ok(blocks.into_iter().zip(paths).collect())
@@ -171,12 +166,7 @@ impl Store {
     pub fn served(&self, deal: u64, run: RunId, positions: &[u64]) -> Result<Vec<(Vec<u8>, Vec<B256>)>> {
         self.ensure_built(deal, run)?;
         self.with_state(deal, |st| {
-            let size = st.run_size(run)?;
-            if let Some(p) = positions.iter().find(|p| **p >= size) {
-                return Err(StoreError::Range(format!("position {p} of a run of {size}")));
-            }
-            let cb = st.format.coded_block_bytes() as u64;
-            check_range(0, positions.len() as u64, u64::MAX, cb + 32 * 32)?;
+            let size = check_positions(st, run, positions)?;
             let (out, damaged) = runs::read_served(&st.dir, run, &st.format, size, positions, true);
             if damaged > 0 {
                 tracing::warn!(deal, %run, damaged, asked = positions.len(), "serving a damaged run: some blocks or paths are unreadable");
@@ -244,4 +234,18 @@ impl Store {
             Ok(runs::blocks_path(&st.dir, run))
         })
     }
+}
+
+/// Checks that every one of `positions` is inside `run` and that the answer (a coded
+/// block and a path per position) fits in a message; returns the run's size in blocks.
+///
+/// Errors: [`StoreError::UnknownRun`], [`StoreError::Range`].
+fn check_positions(st: &DealState, run: RunId, positions: &[u64]) -> Result<u64> {
+    let size = st.run_size(run)?;
+    if let Some(p) = positions.iter().find(|p| **p >= size) {
+        return Err(StoreError::Range(format!("position {p} of a run of {size}")));
+    }
+    let cb = st.format.coded_block_bytes() as u64;
+    check_range(0, positions.len() as u64, u64::MAX, cb + 32 * 32)?;
+    Ok(size)
 }
