@@ -12,73 +12,37 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-use alloy::signers::local::PrivateKeySigner;
 use alloy_primitives::{Address, B256};
-use async_trait::async_trait;
-use dpor_cli::node_client::{NodeClient, OwnerAuth};
+use dpor_cli::node_client::OwnerAuth;
 use dpor_cli::owner::extract::{extract_with, ExtractOptions, RunPresence};
 use dpor_cli::owner::flows;
 use dpor_cli::owner_state::{DealParams, OwnerState};
 use dpor_core::state::RunId;
 use dpor_core::BlockFormat;
-use dpor_node::handler::{ChainDeal, DealLookup, NodeHandler};
-use dpor_node::signing::ProviderSigner;
-use dpor_node::store::{CommitFault, Store, StoreConfig};
-use dpor_proto::net::{self, NetConfig};
+use dpor_node::handler::Misbehavior;
+use dpor_node::store::CommitFault;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-const CHAIN: u64 = 31337;
 const N: u64 = 16;
 const BETA: u32 = 64;
 
-struct Deals(ChainDeal);
+mod inproc;
+use inproc::CHAIN;
 
-#[async_trait]
-impl DealLookup for Deals {
-    async fn deal(&self, id: u64) -> anyhow::Result<Option<ChainDeal>> {
-        Ok((id == 1).then(|| self.0.clone()))
-    }
-}
-
-struct Node {
-    client: NodeClient,
-    store: Arc<Store>,
-    owner: PrivateKeySigner,
-    market: Address,
-    dir: tempfile::TempDir,
-    _server: net::ServerHandle,
-}
-
-impl Node {
-    fn deal_dir(&self) -> PathBuf {
-        self.dir.path().join("store").join("deals").join("1")
-    }
-}
+/// One honest node holding deal 1 (N blocks of BETA bytes) over a store the tests
+/// reach into: commit faults, run files on disk.
+type Node = inproc::SharedStore;
 
 async fn node() -> Node {
-    let dir = tempfile::tempdir().unwrap();
-    let owner = PrivateKeySigner::random();
-    let provider = PrivateKeySigner::random();
-    let market = Address::repeat_byte(0x42);
-    let store = Arc::new(Store::open(&dir.path().join("store"), StoreConfig::default()).unwrap());
-    let deal = ChainDeal { owner: owner.address(), provider: provider.address(), num_blocks: N, block_bytes: BETA, active: true };
-    let handler = NodeHandler::new(store.clone(), Arc::new(Deals(deal)), Arc::new(ProviderSigner::new(provider, CHAIN, market)));
-    let server = net::serve(
-        net::load_or_create_keypair(&dir.path().join("k")).unwrap(),
-        "/ip4/127.0.0.1/tcp/0".parse().unwrap(),
-        Arc::new(handler),
-        NetConfig::default(),
-    )
-    .await
-    .unwrap();
-    let addr = server.listen_addrs()[0].clone().with(libp2p::multiaddr::Protocol::P2p(server.peer_id()));
-    let client = NodeClient::connect(&addr.to_string(), Duration::from_secs(60)).await.unwrap();
-    Node { client, store, owner, market, dir, _server: server }
+    inproc::shared_store(N, BETA, &[Misbehavior::None]).await
+}
+
+fn deal_dir(node: &Node) -> PathBuf {
+    node.dir.path().join("store").join("deals").join("1")
 }
 
 /// The owner's state before upload; λ = 0: the owner's spot-checks sample nothing,
@@ -97,11 +61,11 @@ async fn deal_with_writes(node: &Node, lambda: u32, seed: u64) -> (OwnerState, V
     let mut st = state(node.market, lambda);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let mut model: Vec<u8> = (0..N as usize * BETA as usize).map(|_| rng.gen()).collect();
-    flows::upload(&node.client, &auth, &mut st, &model, None).await.unwrap();
+    flows::upload(&node.clients[0], &auth, &mut st, &model, None).await.unwrap();
     for _ in 0..N + 7 {
         let i = rng.gen_range(0..N);
         let block: Vec<u8> = (0..BETA).map(|_| rng.gen()).collect();
-        flows::write(&node.client, &auth, &mut st, i, &block).await.unwrap();
+        flows::write(&node.clients[0], &auth, &mut st, i, &block).await.unwrap();
         model[(i * BETA as u64) as usize..((i + 1) * BETA as u64) as usize].copy_from_slice(&block);
     }
     assert_eq!((st.rebuild_count, st.write_count), (1, 7));
@@ -114,11 +78,11 @@ fn runs(st: &OwnerState) -> Vec<(RunId, u64)> {
 }
 
 fn blocks_file(node: &Node, run: RunId) -> PathBuf {
-    node.deal_dir().join(format!("run-{}-{}.blocks", run.tag.0, run.built_at))
+    deal_dir(node).join(format!("run-{}-{}.blocks", run.tag.0, run.built_at))
 }
 
 fn tree_file(node: &Node, run: RunId) -> PathBuf {
-    node.deal_dir().join(format!("run-{}-{}.tree", run.tag.0, run.built_at))
+    deal_dir(node).join(format!("run-{}-{}.tree", run.tag.0, run.built_at))
 }
 
 fn coded_bytes() -> u64 {
@@ -181,14 +145,14 @@ async fn committed_wrong_blocks_and_erasures_up_to_the_bound_extract_byte_identi
     assert!(live.iter().filter(|(id, _)| id.tag.as_level().is_some()).all(|(id, _)| wrong.contains_key(id)));
 
     // Nothing erased yet: the old extraction failed here ("inconsistent").
-    let (ext, report) = flows::extract(&node.client, &st, None).await.unwrap();
+    let (ext, report) = flows::extract(&node.clients[0], &st, None).await.unwrap();
     assert!(ext == model, "owner extraction with committed wrong blocks");
     for (id, _) in &live {
         let n_wrong = wrong[id].len() as u64;
         assert_eq!(figures(&report, *id).bad_checksum, n_wrong, "{id}: wrong blocks dropped by checksum");
     }
     let public = ExtractOptions { checksums: false };
-    let (ext, report) = extract_with(&node.client, &st, public, None).await.unwrap();
+    let (ext, report) = extract_with(&node.clients[0], &st, public, None).await.unwrap();
     assert!(ext == model, "secret-free extraction with committed wrong blocks");
     for (id, _) in &live {
         assert_eq!(figures(&report, *id).corrected, wrong[id].len() as u64, "{id}: wrong blocks corrected");
@@ -206,30 +170,30 @@ async fn committed_wrong_blocks_and_erasures_up_to_the_bound_extract_byte_identi
         zero_blocks(&blocks_file(&node, *id), &e);
         erased.insert(*id, e);
     }
-    let (ext, report) = extract_with(&node.client, &st, public, None).await.unwrap();
+    let (ext, report) = extract_with(&node.clients[0], &st, public, None).await.unwrap();
     assert!(ext == model, "secret-free extraction at the bound e + 2t = m in every run");
     for (id, size) in &live {
         let r = figures(&report, *id);
         assert_eq!(r.intact, size - erased[id].len() as u64, "{id}");
         assert_eq!(r.corrected, wrong[id].len() as u64, "{id}");
     }
-    let (ext, _) = flows::extract(&node.client, &st, None).await.unwrap();
+    let (ext, _) = flows::extract(&node.clients[0], &st, None).await.unwrap();
     assert!(ext == model, "owner extraction at the bound");
 
     // One more erasure in C: past the bound for anyone without the secret.
     let extra: Vec<u64> = (0..2 * N).filter(|p| !wrong[&c].contains(p) && !erased[&c].contains(p)).take(1).collect();
     zero_blocks(&blocks_file(&node, c), &extra);
-    let err = extract_with(&node.client, &st, public, None).await.unwrap_err();
+    let err = extract_with(&node.clients[0], &st, public, None).await.unwrap_err();
     let msg = format!("{err:#}");
     assert!(msg.contains("cannot be recovered") && msg.contains("run C") && msg.contains("past the decoding bound"), "{msg}");
     // The owner drops the wrong blocks by checksum: e + t = 9 + 4 ≤ 16 still decodes.
-    let (ext, _) = flows::extract(&node.client, &st, None).await.unwrap();
+    let (ext, _) = flows::extract(&node.clients[0], &st, None).await.unwrap();
     assert!(ext == model, "owner extraction past the public bound");
     // e + t > m: the owner too fails, clearly.
     let more: Vec<u64> =
         (0..2 * N).filter(|p| !wrong[&c].contains(p) && !erased[&c].contains(p) && !extra.contains(p)).take(4).collect();
     zero_blocks(&blocks_file(&node, c), &more);
-    let err = flows::extract(&node.client, &st, None).await.unwrap_err();
+    let err = flows::extract(&node.clients[0], &st, None).await.unwrap_err();
     let msg = format!("{err:#}");
     assert!(msg.contains("cannot be recovered") && msg.contains("run C") && msg.contains("15 distinct coded blocks present, 16 needed"), "{msg}");
 }
@@ -248,9 +212,9 @@ async fn with_no_redundancy_left_the_owner_never_returns_a_wrong_file() {
     let bad = wrong.lock().unwrap()[&c].clone();
     let gone: Vec<u64> = (0..2 * N).filter(|p| !bad.contains(p)).take(N as usize).collect();
     zero_blocks(&blocks_file(&node, c), &gone);
-    let err = flows::extract(&node.client, &st, None).await.unwrap_err();
+    let err = flows::extract(&node.clients[0], &st, None).await.unwrap_err();
     assert!(format!("{err:#}").contains("15 distinct coded blocks present, 16 needed"), "{err:#}");
-    match extract_with(&node.client, &st, ExtractOptions { checksums: false }, None).await {
+    match extract_with(&node.clients[0], &st, ExtractOptions { checksums: false }, None).await {
         Ok((ext, _)) => assert!(ext != model, "the secret-free result cannot be right here"),
         Err(e) => assert!(format!("{e:#}").contains("run C"), "{e:#}"),
     }
@@ -280,7 +244,7 @@ async fn extraction_uses_every_block_a_damaged_node_still_serves() {
         let f = std::fs::OpenOptions::new().write(true).open(blocks_file(&node, *id)).unwrap();
         f.set_len(keep * coded_bytes()).unwrap();
     }
-    let (ext, report) = flows::extract(&node.client, &st, None).await.unwrap();
+    let (ext, report) = flows::extract(&node.clients[0], &st, None).await.unwrap();
     assert!(ext == model, "run files truncated by S/2 − 1 blocks");
     for (id, size) in &live {
         assert_eq!(figures(&report, *id).intact, size / 2 + 1, "{id}");
@@ -300,7 +264,7 @@ async fn extraction_uses_every_block_a_damaged_node_still_serves() {
         bytes[at * 32..(at + 1) * 32].copy_from_slice(&[0xA5; 32]);
         std::fs::write(&t, &bytes).unwrap();
     }
-    let (ext, report) = flows::extract(&node.client, &st, None).await.unwrap();
+    let (ext, report) = flows::extract(&node.clients[0], &st, None).await.unwrap();
     assert!(ext == model, "32 bytes of each tree overwritten");
     assert!(report.iter().all(|r| r.intact == r.size), "{report:?}");
     restore();
@@ -309,7 +273,7 @@ async fn extraction_uses_every_block_a_damaged_node_still_serves() {
     for (id, _) in &live {
         std::fs::remove_file(tree_file(&node, *id)).unwrap();
     }
-    let (ext, report) = flows::extract(&node.client, &st, None).await.unwrap();
+    let (ext, report) = flows::extract(&node.clients[0], &st, None).await.unwrap();
     assert!(ext == model, "tree files missing");
     assert!(report.iter().all(|r| r.intact == r.size), "{report:?}");
     restore();
@@ -325,17 +289,17 @@ async fn extraction_uses_every_block_a_damaged_node_still_serves() {
     bytes[32..64].copy_from_slice(&[1; 32]); // leaf 1
     bytes[first_inner_of_height_2 * 32..first_inner_of_height_2 * 32 + 32].copy_from_slice(&[2; 32]);
     std::fs::write(&t, &bytes).unwrap();
-    let (ext, report) = flows::extract(&node.client, &st, None).await.unwrap();
+    let (ext, report) = flows::extract(&node.clients[0], &st, None).await.unwrap();
     assert!(ext == model, "truncated C with a damaged tree");
     assert_eq!(figures(&report, c).intact, c_size / 2 + 1);
     restore();
 
     // (e) C's blocks file deleted: a clear error naming C.
     std::fs::remove_file(blocks_file(&node, c)).unwrap();
-    let err = flows::extract(&node.client, &st, None).await.unwrap_err();
+    let err = flows::extract(&node.clients[0], &st, None).await.unwrap_err();
     let msg = format!("{err:#}");
     assert!(msg.contains("cannot be recovered") && msg.contains("run C") && msg.contains("0 distinct coded blocks present"), "{msg}");
     restore();
-    let (ext, _) = flows::extract(&node.client, &st, None).await.unwrap();
+    let (ext, _) = flows::extract(&node.clients[0], &st, None).await.unwrap();
     assert!(ext == model);
 }
