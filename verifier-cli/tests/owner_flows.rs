@@ -15,7 +15,6 @@ use dpor_cli::owner_state::OwnerState;
 use alloy::signers::local::PrivateKeySigner;
 use dpor_node::handler::Misbehavior;
 use dpor_node::store::StoreConfig;
-use std::sync::Arc;
 use rand::{Rng, SeedableRng};
 
 #[path = "inproc/mod.rs"]
@@ -218,13 +217,7 @@ async fn a_run_corrupted_between_checkpoints_is_caught_at_the_checkpoint() {
         st.block_cache_levels = 3;
         flows::upload(&client, &auth, &mut st, &vec![3u8; (n * beta as u64) as usize], None).await.unwrap();
         if cheat {
-            store.set_commit_fault(Some(CommitFault(Arc::new(|run: RunId, _size| {
-                if run == (RunId { tag: RunTag::level(0), built_at: 1 }) {
-                    vec![0]
-                } else {
-                    vec![]
-                }
-            }))));
+            store.set_commit_fault(Some(CommitFault::at(RunId { tag: RunTag::level(0), built_at: 1 }, 0)));
         }
         // Batch 1 stores the (wrong) level 0; batch 2 consumes it into level 3.
         batch::write_batch(&client, &auth, &mut st, &[(1, vec![1u8; 64])]).await.unwrap();
@@ -483,13 +476,7 @@ async fn a_cached_level_checked_by_its_leaves_passes_honest_and_catches_a_wrong_
         st.lambda = 1024;
         flows::upload(&client, &auth, &mut st, &vec![5u8; (n * beta as u64) as usize], None).await.unwrap();
         if cheat {
-            store.set_commit_fault(Some(CommitFault(Arc::new(|run: RunId, _size| {
-                if run == (RunId { tag: RunTag::level(8), built_at: 256 }) {
-                    vec![300]
-                } else {
-                    vec![]
-                }
-            }))));
+            store.set_commit_fault(Some(CommitFault::at(RunId { tag: RunTag::level(8), built_at: 256 }, 300)));
         }
         // 256 writes in one batch: the new state holds level 8 only (t = 256).
         let writes: Vec<(u64, Vec<u8>)> = (0..256u64).map(|w| ((w * 7) % n, vec![(w % 250) as u8 + 1; 64])).collect();

@@ -33,6 +33,12 @@ impl CommitFault {
             vec![(h >> 7) % size.max(1)]
         }))
     }
+
+    /// One wrong block, at `position` of the run named `target`; every other run is
+    /// committed honestly.
+    pub fn at(target: RunId, position: u64) -> Self {
+        CommitFault(Arc::new(move |run: RunId, _size: u64| if run == target { vec![position] } else { vec![] }))
+    }
 }
 
 impl Store {
