@@ -97,6 +97,10 @@ pub enum Misbehavior {
     /// reply, as if the answer was lost (the owner's recovery must learn it with
     /// `Outcome`).
     LoseWriteAnswers,
+    /// Co-sign every digest the owner sends (the node records the version as signed),
+    /// then answer `Internal` instead of the signature, as if the answer was lost (the
+    /// owner's next checkpoint must take a higher version).
+    LoseCosignAnswers,
 }
 
 impl std::str::FromStr for Misbehavior {
@@ -111,8 +115,9 @@ impl std::str::FromStr for Misbehavior {
             "partial-blocks" => Ok(Self::PartialBlocks),
             "drop-writes" => Ok(Self::DropWrites),
             "lose-write-answers" => Ok(Self::LoseWriteAnswers),
+            "lose-cosign-answers" => Ok(Self::LoseCosignAnswers),
             _ => Err(format!(
-                "unknown misbehavior {s:?} (none, wrong-block, stale-level, other-deal, commit-wrong, partial-blocks, drop-writes, lose-write-answers)"
+                "unknown misbehavior {s:?} (none, wrong-block, stale-level, other-deal, commit-wrong, partial-blocks, drop-writes, lose-write-answers, lose-cosign-answers)"
             )),
         }
     }
@@ -448,9 +453,13 @@ impl NodeHandler {
         if is_write && self.misbehavior == Misbehavior::DropWrites {
             return Err(Fail::new(ErrorCode::Internal, "TESTING ONLY: write dropped"));
         }
+        let is_cosign = matches!(parsed, OwnerOp::Cosign { .. });
         let answer = self.owner_op(deal, nonce, owner, parsed).await;
         if is_write && answer.is_ok() && self.misbehavior == Misbehavior::LoseWriteAnswers {
             return Err(Fail::new(ErrorCode::Internal, "TESTING ONLY: write applied, answer lost"));
+        }
+        if is_cosign && answer.is_ok() && self.misbehavior == Misbehavior::LoseCosignAnswers {
+            return Err(Fail::new(ErrorCode::Internal, "TESTING ONLY: digest co-signed, answer lost"));
         }
         answer
     }

@@ -1,4 +1,4 @@
-//! Kill campaign (issue 10, finding 3): a long series of owner writes with the real
+//! Kill campaigns (issue 10, finding 3). The first is a long series of owner writes with the real
 //! `dpor` CLI against a real `dpor-node` process (anvil with the contracts behind it),
 //! killing the node — or the CLI — with SIGKILL at chosen moments, restarting the node,
 //! and requiring the owner to carry on with the same deal and lose nothing.
@@ -24,9 +24,12 @@
 //! Against the code before the recovery (`DPOR_CLI_BIN`, `DPOR_NODE_BIN` set to its
 //! binaries) this fails at the first kill after a commit: the owner is stuck.
 //!
-//! `DPOR_KILLS` sets the number of kills (default 20; the long run is
-//! `DPOR_KILLS=100`), `DPOR_KILL_SEED` the pseudo-random seed. Readiness is the node's
-//! addr file, never a sleep; every process is killed on drop.
+//! The second campaign kills the two other steps whose answer the owner must not lose:
+//! the upload's last step and `checkpoint` (see its test's docs).
+//!
+//! `DPOR_KILLS` sets the number of kills of the first (default 20; the long run is
+//! `DPOR_KILLS=100`), `DPOR_KILL_SEED` the pseudo-random seed of both. Readiness is the
+//! node's addr file, never a sleep; every process is killed on drop.
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
@@ -85,6 +88,21 @@ enum Moment {
     NodeRandom,
     CliAfterIntent,
     CliRandom,
+    /// The node once it has committed an upload's last step (`upload finished`).
+    NodeAfterUploadCommit,
+    /// The CLI once its intent to finish an upload is saved.
+    CliAfterUploadIntent,
+    /// The node once it has co-signed a checkpoint's digest (its answer in flight).
+    NodeAfterCosign,
+    /// The CLI once the node has co-signed (the digest posted or not).
+    CliAfterCosign,
+}
+
+impl Moment {
+    /// Whether this moment kills the CLI (otherwise the node).
+    fn kills_cli(self) -> bool {
+        matches!(self, Moment::CliAfterIntent | Moment::CliRandom | Moment::CliAfterUploadIntent | Moment::CliAfterCosign)
+    }
 }
 
 const MOMENTS: [Moment; 7] = [
@@ -139,11 +157,18 @@ struct Campaign {
     node: Guard,
     addr: String,
     restarts: usize,
+    /// The owner's state file (in the world's folder): one per deal.
+    state: String,
 }
 
 impl Campaign {
     /// Starts the node (again) on a fresh port and waits until its addr file is written.
     fn start_node(&mut self) {
+        self.start_node_with(&[]);
+    }
+
+    /// As [`Campaign::start_node`], with further arguments (a `--misbehave` mode).
+    fn start_node_with(&mut self, extra: &[&str]) {
         let addr_file = self.world.path("kill-node.addr");
         let _ = std::fs::remove_file(&addr_file);
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.world.path("kill-node.log")).expect("node log");
@@ -157,6 +182,7 @@ impl Campaign {
             .arg("--addr-file")
             .arg(&addr_file)
             .args(["--poll-interval-ms", "200"])
+            .args(extra)
             .env("RUST_LOG", "info,libp2p=warn,dpor_node::handler=trace")
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
@@ -195,7 +221,7 @@ impl Campaign {
             .env("DPOR_RPC_URL", self.world.dev.rpc_url())
             .env("DPOR_MARKET", format!("{:?}", self.world.dev.market()))
             .env("DPOR_KEY_FILE", self.world.path(&format!("key{OWNER}")))
-            .env("DPOR_STATE", self.world.path("owner.json"))
+            .env("DPOR_STATE", self.world.path(&self.state))
             .env_remove("DPOR_NODE")
             .stdin(Stdio::null());
         c
@@ -214,7 +240,7 @@ impl Campaign {
     }
 
     fn owner_state(&self) -> serde_json::Value {
-        let text = std::fs::read_to_string(self.world.path("owner.json")).expect("owner state");
+        let text = std::fs::read_to_string(self.world.path(&self.state)).expect("owner state");
         serde_json::from_str(&text).expect("owner state JSON")
     }
 
@@ -236,17 +262,18 @@ struct Attempt {
     cli_ok: bool,
 }
 
-/// Runs `dpor write index file`, killing at `moment` if it occurs; returns whether a
-/// kill happened and whether the CLI succeeded.
-fn attempt(c: &mut Campaign, log: &mut Log, index: usize, file: &str, moment: Moment, delay: Duration) -> Attempt {
+/// Runs `dpor ARGS` (a write, an upload, a checkpoint), killing at `moment` if it
+/// occurs (the node is started again); returns whether a kill happened and whether
+/// the CLI succeeded.
+fn attempt(c: &mut Campaign, log: &mut Log, args: &[&str], moment: Moment, delay: Duration) -> Attempt {
     let _ = log.new_text();
     let out = std::fs::File::create(c.world.path("cli.out")).expect("cli out");
     let err = std::fs::File::create(c.world.path("cli.err")).expect("cli err");
-    let child = c.cli_command(&["write", &index.to_string(), file]).stdout(out).stderr(err).spawn().expect("run dpor write");
+    let child = c.cli_command(args).stdout(out).stderr(err).spawn().expect("run dpor");
     let mut cli = Guard(Some(child));
     let started = Instant::now();
     let mut seen = String::new();
-    let state_path = c.world.path("owner.json");
+    let state_path = c.world.path(&c.state);
     let mut killed = false;
     loop {
         if cli.exited().is_some() {
@@ -263,11 +290,17 @@ fn attempt(c: &mut Campaign, log: &mut Log, index: usize, file: &str, moment: Mo
             }
             Moment::NodeRandom | Moment::CliRandom => started.elapsed() >= delay,
             Moment::CliAfterIntent => std::fs::read_to_string(&state_path).is_ok_and(|s| s.contains("\"kind\": \"write\"")),
+            Moment::NodeAfterUploadCommit => seen.contains("upload finished"),
+            Moment::CliAfterUploadIntent => {
+                std::fs::read_to_string(&state_path).is_ok_and(|s| s.contains("\"kind\": \"upload_finish\""))
+            }
+            Moment::NodeAfterCosign | Moment::CliAfterCosign => seen.contains("co-signed digest"),
         };
         if fire {
-            match moment {
-                Moment::CliAfterIntent | Moment::CliRandom => cli.kill9(),
-                _ => c.node.kill9(),
+            if moment.kills_cli() {
+                cli.kill9();
+            } else {
+                c.node.kill9();
             }
             killed = true;
             break;
@@ -275,7 +308,7 @@ fn attempt(c: &mut Campaign, log: &mut Log, index: usize, file: &str, moment: Mo
         std::thread::sleep(Duration::from_millis(1));
     }
     let cli_ok = cli.wait();
-    if killed && !matches!(moment, Moment::CliAfterIntent | Moment::CliRandom) {
+    if killed && !moment.kills_cli() {
         c.start_node();
     }
     Attempt { killed, cli_ok }
@@ -290,7 +323,7 @@ async fn owner_carries_on_after_kill_9_of_node_or_cli_at_any_moment() {
         let mut world = World::start().await;
         // The campaign manages the node itself (restarted on a fresh port each time).
         world.node.kill9();
-        let mut c = Campaign { world, node: Guard(None), addr: String::new(), restarts: 0 };
+        let mut c = Campaign { world, node: Guard(None), addr: String::new(), restarts: 0, state: "owner.json".into() };
         tokio::task::block_in_place(|| run_campaign(&mut c, kills, seed));
     })
     .await;
@@ -330,7 +363,7 @@ fn run_campaign(c: &mut Campaign, kills: usize, seed: u64) {
         let delay = Duration::from_micros(rng.below(typical.as_micros() as u64 + 1));
         let before = c.total_writes();
         let t = Instant::now();
-        let a = attempt(c, &mut log, index, &blk, moment, delay);
+        let a = attempt(c, &mut log, &["write", &index.to_string(), &blk], moment, delay);
         if !a.killed {
             assert!(a.cli_ok, "write {attempts} failed without any kill (the owner is stuck):\n{}\n{}\nnode log:\n{}",
                 std::fs::read_to_string(c.world.path("cli.out")).unwrap_or_default(),
@@ -407,4 +440,160 @@ fn run_campaign(c: &mut Campaign, kills: usize, seed: u64) {
     assert_eq!(s["node"]["write_count"], s["write_count"], "node and owner disagree: {s}");
     assert_eq!(s["node"]["root_u"], s["root_u"], "node and owner disagree: {s}");
     c.cli_ok(&["checkpoint"]);
+}
+
+/// The two owner steps the write campaign does not reach (docs/OPERATIONS.md): the
+/// upload's last step and `checkpoint`, each killed (node or CLI, SIGKILL) at the
+/// moments where a lost answer matters.
+///
+/// - Upload: one deal per moment (an upload happens once per deal): the CLI at a
+///   pseudo-random delay, the CLI once its finish intent is saved, the node once it has
+///   committed the upload, the node at a pseudo-random delay. After the kill `dpor
+///   status` settles the intent; if the upload was not applied, `dpor upload` runs
+///   again and must succeed. Then the downloaded file must equal the uploaded one.
+/// - Checkpoint: rounds of one write then a `checkpoint` killed at a moment (the node
+///   or the CLI once the node has co-signed, either at a pseudo-random delay). The next
+///   `checkpoint` must succeed and the chain's digest version must equal the owner's.
+///   Then a node that surely loses its co-signature's answer (`--misbehave
+///   lose-cosign-answers`): the next checkpoint, against an honest node, must post the
+///   version after the one the node signed. At the end a public audit (which checks
+///   the node's runs against the on-chain digest) must pass and the file must be whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upload_and_checkpoint_carry_on_after_kill_9() {
+    let seed: u64 = std::env::var("DPOR_KILL_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eed);
+    within(900, async move {
+        let mut world = World::start().await;
+        world.node.kill9();
+        let mut c = Campaign { world, node: Guard(None), addr: String::new(), restarts: 0, state: "owner.json".into() };
+        tokio::task::block_in_place(|| upload_and_checkpoint_campaign(&mut c, seed));
+    })
+    .await;
+}
+
+fn upload_and_checkpoint_campaign(c: &mut Campaign, seed: u64) {
+    c.start_node();
+    let mut rng = Rng(seed);
+    let mut log = Log { path: c.world.path("kill-node.log"), offset: 0 };
+    let provider = format!("{:?}", c.world.provider);
+    // Opens a deal and waits until the node's chain agent accepted it, so that the
+    // kills land in the upload itself (a node killed before accepting makes `upload`
+    // wait a minute for an acceptance that never comes).
+    let open = |c: &Campaign, file: &str| {
+        c.cli_ok(&["deal", "open", "--provider", &provider, "--file", file, "--lambda", "16", "--samples", "2", "--epochs", "100", "--mint", "--cache-levels", "1"]);
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while c.cli_ok(&["status"])["chain_state"] != "Active" {
+            assert!(Instant::now() < deadline, "the node did not accept the deal:\n{}", c.log_tail());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+
+    // Upload: a first deal without a kill gives the typical duration.
+    let mut typical = Duration::from_millis(300);
+    let moments = [None, Some(Moment::CliRandom), Some(Moment::CliAfterUploadIntent), Some(Moment::NodeAfterUploadCommit), Some(Moment::NodeRandom)];
+    let mut model = Vec::new();
+    let mut killed_uploads = 0;
+    for (k, moment) in moments.into_iter().enumerate() {
+        c.state = format!("owner-{k}.json");
+        model = pseudo_random(N * BETA, rng.next());
+        let file = c.world.path(&format!("file-{k}"));
+        std::fs::write(&file, &model).unwrap();
+        let file = file.to_str().unwrap().to_string();
+        open(c, &file);
+        let t = Instant::now();
+        let a = match moment {
+            None => Attempt { killed: false, cli_ok: c.cli(&["upload", &file]).0 },
+            Some(m) => attempt(c, &mut log, &["upload", &file], m, Duration::from_micros(rng.below(typical.as_micros() as u64 + 1))),
+        };
+        if !a.killed {
+            assert!(a.cli_ok, "upload {k} ({moment:?}) failed without a kill:\n{}\nnode log:\n{}",
+                std::fs::read_to_string(c.world.path("cli.err")).unwrap_or_default(), c.log_tail());
+            typical = t.elapsed();
+        } else {
+            killed_uploads += 1;
+        }
+        if !a.cli_ok {
+            c.cli_ok(&["status"]);
+            let s = c.owner_state();
+            assert!(s.get("pending").is_none_or(|p| p.is_null()), "upload {k}: the intent is still unsettled after `status`: {s}");
+            if s["uploaded"] != true {
+                c.cli_ok(&["upload", &file]);
+            }
+        }
+        let out = c.world.path("download.out");
+        c.cli_ok(&["download", out.to_str().unwrap()]);
+        assert!(std::fs::read(&out).unwrap() == model, "upload {k} ({moment:?}): download differs from the file");
+        c.cli_ok(&["checkpoint"]);
+    }
+    assert!(killed_uploads >= 2, "only {killed_uploads} uploads were killed (the moments after the intent always occur)");
+
+    // Checkpoints, on the last deal.
+    let moments = [Moment::NodeAfterCosign, Moment::CliAfterCosign, Moment::CliRandom, Moment::NodeRandom];
+    let blk = c.world.path("blk");
+    let blk = blk.to_str().unwrap().to_string();
+    let mut typical = Duration::from_millis(300);
+    let mut killed_checkpoints = 0;
+    for round in 0..2 * moments.len() {
+        let index = rng.below(N as u64) as usize;
+        let data = pseudo_random(BETA, rng.next());
+        std::fs::write(&blk, &data).unwrap();
+        c.cli_ok(&["write", &index.to_string(), &blk]);
+        model[index * BETA..(index + 1) * BETA].copy_from_slice(&data);
+        let moment = moments[round % moments.len()];
+        let t = Instant::now();
+        let a = attempt(c, &mut log, &["checkpoint"], moment, Duration::from_micros(rng.below(typical.as_micros() as u64 + 1)));
+        if a.killed {
+            killed_checkpoints += 1;
+        } else {
+            assert!(a.cli_ok, "checkpoint {round} failed without a kill:\n{}\nnode log:\n{}",
+                std::fs::read_to_string(c.world.path("cli.err")).unwrap_or_default(), c.log_tail());
+            typical = t.elapsed();
+        }
+        let posted = c.cli_ok(&["checkpoint"]);
+        let s = c.cli_ok(&["status"]);
+        assert_eq!(s["chain_digest_version"], posted["version"], "round {round} ({moment:?}): chain and owner disagree: {s}");
+        assert_eq!(s["digest_version"], posted["version"], "round {round} ({moment:?}): {s}");
+    }
+    assert!(killed_checkpoints >= moments.len(), "only {killed_checkpoints} checkpoints were killed");
+
+    // A co-signature whose answer is surely lost (the node in `lose-cosign-answers`
+    // mode): the node has signed version v, which the owner never received; the
+    // node will not sign v again, so the next checkpoint must take v + 1.
+    let v = c.owner_state()["digest_version"].as_u64().unwrap() + 1;
+    c.node.kill9();
+    c.start_node_with(&["--misbehave", "lose-cosign-answers"]);
+    let (index, data) = (rng.below(N as u64) as usize, pseudo_random(BETA, rng.next()));
+    std::fs::write(&blk, &data).unwrap();
+    c.cli_ok(&["write", &index.to_string(), &blk]);
+    model[index * BETA..(index + 1) * BETA].copy_from_slice(&data);
+    let (ok, out, err) = c.cli(&["checkpoint"]);
+    assert!(!ok, "the checkpoint got a signature the node lost:\n{out}\n{err}");
+    let s = c.cli_ok(&["status"]);
+    assert_eq!(s["node"]["cosigned_version"], v, "{s}");
+    assert_eq!(s["chain_digest_version"], v - 1, "{s}");
+    c.node.kill9();
+    c.start_node();
+    let posted = c.cli_ok(&["checkpoint"]);
+    assert_eq!(posted["version"], v + 1, "the checkpoint after a lost co-signature: {posted}");
+    let s = c.cli_ok(&["status"]);
+    assert_eq!(s["chain_digest_version"], v + 1, "{s}");
+    eprintln!("upload/checkpoint campaign: {killed_uploads} uploads and {killed_checkpoints} checkpoints killed, {} node restarts", c.restarts - 1);
+
+    // A public audit of epoch 0, whose seed exists once the chain's clock is past its start.
+    let deal_id = c.owner_state()["deal"].as_u64().unwrap();
+    tokio::runtime::Handle::current().block_on(async {
+        let start = c.world.client(OWNER).await.epoch_window(deal_id, 0).await.expect("epoch window").start;
+        c.world.dev.warp_to(start).await.expect("warp");
+    });
+    let deal = deal_id.to_string();
+    let (ok, out, err) = c.cli(&["audit", &deal]);
+    assert!(ok, "public audit against the last posted digest failed:\n{out}\n{err}");
+    let audit: serde_json::Value = out.lines().find_map(|l| serde_json::from_str(l).ok()).unwrap_or_default();
+    assert_eq!(audit["passed"], true, "{audit}");
+    assert_eq!(audit["version"], c.owner_state()["digest_version"], "the audit did not use the owner's last digest: {audit}");
+    let out = c.world.path("download.out");
+    c.cli_ok(&["download", out.to_str().unwrap()]);
+    assert!(std::fs::read(&out).unwrap() == model, "download differs from the model");
+    let out = c.world.path("extract.out");
+    c.cli_ok(&["extract", out.to_str().unwrap()]);
+    assert!(std::fs::read(&out).unwrap() == model, "extract differs from the model");
 }

@@ -606,7 +606,8 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
                     "pending": state.pending.as_ref().map(|p| serde_json::to_value(p).unwrap_or_default()),
                     "recovery_error": recovery.as_ref().and_then(|r| r.as_ref().err()),
                     "chain_state": onchain.as_ref().map(|d| format!("{:?}", d.state)),
-                    "node": node.as_ref().ok().map(|s| json!({"write_count": s.write_count, "root_u": s.root_u, "posted_version": s.posted_version})),
+                    "chain_digest_version": onchain.as_ref().map(|d| d.digest_version),
+                    "node": node.as_ref().ok().map(|s| json!({"write_count": s.write_count, "root_u": s.root_u, "cosigned_version": s.cosigned_version, "posted_version": s.posted_version})),
                 }),
             ))
         }
