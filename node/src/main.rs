@@ -63,8 +63,10 @@ struct RunArgs {
     #[arg(long, value_name = "CODED_BLOCKS")]
     defer_from_blocks: Option<u64>,
     /// Testing only (cargo feature `testing`): cheat on audits (none, wrong-block,
-    /// stale-level, other-deal), commit wrong coded blocks (commit-wrong), or keep only
-    /// half of every coded block, for audits and epoch proofs alike (partial-blocks).
+    /// stale-level, other-deal), commit wrong coded blocks (commit-wrong), keep only
+    /// half of every coded block, for audits and epoch proofs alike (partial-blocks),
+    /// or lose the owner's writes or the answers to its writes or co-signatures
+    /// (drop-writes, lose-write-answers, lose-cosign-answers).
     #[cfg(feature = "testing")]
     #[arg(long, hide = true)]
     misbehave: Option<dpor_node::handler::Misbehavior>,
