@@ -239,6 +239,16 @@ impl Campaign {
         out.lines().find_map(|l| serde_json::from_str(l).ok()).unwrap_or(serde_json::Value::Null)
     }
 
+    /// Nothing lost: the whole file, downloaded and extracted, equals `model`.
+    fn assert_whole(&self, model: &[u8]) {
+        let out = self.world.path("download.out");
+        self.cli_ok(&["download", out.to_str().unwrap()]);
+        assert!(std::fs::read(&out).unwrap() == model, "download differs from the model");
+        let out = self.world.path("extract.out");
+        self.cli_ok(&["extract", out.to_str().unwrap()]);
+        assert!(std::fs::read(&out).unwrap() == model, "extract differs from the model");
+    }
+
     fn owner_state(&self) -> serde_json::Value {
         let text = std::fs::read_to_string(self.world.path(&self.state)).expect("owner state");
         serde_json::from_str(&text).expect("owner state JSON")
@@ -430,12 +440,7 @@ fn run_campaign(c: &mut Campaign, kills: usize, seed: u64) {
     }
 
     // Nothing lost: the whole file, both ways, equals the model.
-    let out = c.world.path("download.out");
-    c.cli_ok(&["download", out.to_str().unwrap()]);
-    assert!(std::fs::read(&out).unwrap() == model, "download differs from the model");
-    let out = c.world.path("extract.out");
-    c.cli_ok(&["extract", out.to_str().unwrap()]);
-    assert!(std::fs::read(&out).unwrap() == model, "extract differs from the model");
+    c.assert_whole(&model);
     let s = c.cli_ok(&["status"]);
     assert_eq!(s["node"]["write_count"], s["write_count"], "node and owner disagree: {s}");
     assert_eq!(s["node"]["root_u"], s["root_u"], "node and owner disagree: {s}");
@@ -585,15 +590,8 @@ fn upload_and_checkpoint_campaign(c: &mut Campaign, seed: u64) {
         c.world.dev.warp_to(start).await.expect("warp");
     });
     let deal = deal_id.to_string();
-    let (ok, out, err) = c.cli(&["audit", &deal]);
-    assert!(ok, "public audit against the last posted digest failed:\n{out}\n{err}");
-    let audit: serde_json::Value = out.lines().find_map(|l| serde_json::from_str(l).ok()).unwrap_or_default();
+    let audit = c.cli_ok(&["audit", &deal]);
     assert_eq!(audit["passed"], true, "{audit}");
     assert_eq!(audit["version"], c.owner_state()["digest_version"], "the audit did not use the owner's last digest: {audit}");
-    let out = c.world.path("download.out");
-    c.cli_ok(&["download", out.to_str().unwrap()]);
-    assert!(std::fs::read(&out).unwrap() == model, "download differs from the model");
-    let out = c.world.path("extract.out");
-    c.cli_ok(&["extract", out.to_str().unwrap()]);
-    assert!(std::fs::read(&out).unwrap() == model, "extract differs from the model");
+    c.assert_whole(&model);
 }
