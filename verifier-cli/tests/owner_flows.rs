@@ -215,19 +215,19 @@ async fn a_run_corrupted_between_checkpoints_is_caught_at_the_checkpoint() {
         let auth = OwnerAuth { key: &node.owner, chain_id: CHAIN, market, deal: 1 };
         let mut st = state(1, n, beta, market);
         st.block_cache_levels = 3;
-        flows::upload(&client, &auth, &mut st, &vec![3u8; (n * beta as u64) as usize], None).await.unwrap();
+        flows::upload(client, &auth, &mut st, &vec![3u8; (n * beta as u64) as usize], None).await.unwrap();
         if cheat {
             store.set_commit_fault(Some(CommitFault::at(RunId { tag: RunTag::level(0), built_at: 1 }, 0)));
         }
         // Batch 1 stores the (wrong) level 0; batch 2 consumes it into level 3.
-        batch::write_batch(&client, &auth, &mut st, &[(1, vec![1u8; 64])]).await.unwrap();
+        batch::write_batch(client, &auth, &mut st, &[(1, vec![1u8; 64])]).await.unwrap();
         let writes: Vec<(u64, Vec<u8>)> = (2..9u64).map(|i| (i, vec![i as u8; 64])).collect();
-        batch::write_batch(&client, &auth, &mut st, &writes).await.unwrap();
+        batch::write_batch(client, &auth, &mut st, &writes).await.unwrap();
         assert_eq!(st.write_count, 8);
         assert_eq!(st.levels.iter().flatten().count(), 1, "only level 3 is filled");
         let level3 = st.levels[3].clone().unwrap();
         assert!(level3.unchecked);
-        let verdict = batch::verify_deferred(&client, &auth, &mut st).await;
+        let verdict = batch::verify_deferred(client, &auth, &mut st).await;
         if !cheat {
             verdict.unwrap();
             assert!(!st.levels[3].as_ref().unwrap().unchecked);
@@ -237,7 +237,7 @@ async fn a_run_corrupted_between_checkpoints_is_caught_at_the_checkpoint() {
         assert!(format!("{err:#}").contains("spot-check"), "{err:#}");
         assert!(st.deferred_failure.is_some());
         // No second, luckier check.
-        let again = batch::verify_deferred(&client, &auth, &mut st).await.unwrap_err();
+        let again = batch::verify_deferred(client, &auth, &mut st).await.unwrap_err();
         assert!(format!("{again:#}").contains("failed its deferred check"), "{again:#}");
     }
 }
@@ -474,16 +474,16 @@ async fn a_cached_level_checked_by_its_leaves_passes_honest_and_catches_a_wrong_
         let mut st = state(1, n, beta, market);
         st.block_cache_levels = 9;
         st.lambda = 1024;
-        flows::upload(&client, &auth, &mut st, &vec![5u8; (n * beta as u64) as usize], None).await.unwrap();
+        flows::upload(client, &auth, &mut st, &vec![5u8; (n * beta as u64) as usize], None).await.unwrap();
         if cheat {
             store.set_commit_fault(Some(CommitFault::at(RunId { tag: RunTag::level(8), built_at: 256 }, 300)));
         }
         // 256 writes in one batch: the new state holds level 8 only (t = 256).
         let writes: Vec<(u64, Vec<u8>)> = (0..256u64).map(|w| ((w * 7) % n, vec![(w % 250) as u8 + 1; 64])).collect();
-        batch::write_batch(&client, &auth, &mut st, &writes).await.unwrap();
+        batch::write_batch(client, &auth, &mut st, &writes).await.unwrap();
         assert_eq!(st.write_count, 256);
         assert!(st.levels[8].as_ref().unwrap().unchecked);
-        let verdict = batch::verify_deferred(&client, &auth, &mut st).await;
+        let verdict = batch::verify_deferred(client, &auth, &mut st).await;
         if !cheat {
             let report = verdict.unwrap();
             assert_eq!(report.leaf_checked, vec!["H8@256".to_string()], "{report:?}");
