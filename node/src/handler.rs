@@ -453,13 +453,15 @@ impl NodeHandler {
         if is_write && self.misbehavior == Misbehavior::DropWrites {
             return Err(Fail::new(ErrorCode::Internal, "TESTING ONLY: write dropped"));
         }
-        let is_cosign = matches!(parsed, OwnerOp::Cosign { .. });
+        let loses_answer = match self.misbehavior {
+            Misbehavior::LoseWriteAnswers => is_write,
+            Misbehavior::LoseCosignAnswers => matches!(parsed, OwnerOp::Cosign { .. }),
+            _ => false,
+        };
+        let kind = parsed.kind();
         let answer = self.owner_op(deal, nonce, owner, parsed).await;
-        if is_write && answer.is_ok() && self.misbehavior == Misbehavior::LoseWriteAnswers {
-            return Err(Fail::new(ErrorCode::Internal, "TESTING ONLY: write applied, answer lost"));
-        }
-        if is_cosign && answer.is_ok() && self.misbehavior == Misbehavior::LoseCosignAnswers {
-            return Err(Fail::new(ErrorCode::Internal, "TESTING ONLY: digest co-signed, answer lost"));
+        if loses_answer && answer.is_ok() {
+            return Err(Fail::new(ErrorCode::Internal, format!("TESTING ONLY: {kind} applied, answer lost")));
         }
         answer
     }

@@ -162,6 +162,21 @@ struct Campaign {
 }
 
 impl Campaign {
+    /// A campaign over `world`; the world's own node is stopped (the campaign starts
+    /// and restarts its node itself, on a fresh port each time).
+    fn new(mut world: World) -> Self {
+        world.node.kill9();
+        Campaign { world, node: Guard(None), addr: String::new(), restarts: 0, state: "owner.json".into() }
+    }
+
+    /// Writes `data` to block `index` with `dpor write` (no kill) and into `model`.
+    fn write_block(&self, model: &mut [u8], index: usize, data: &[u8]) {
+        let blk = self.world.path("blk");
+        std::fs::write(&blk, data).unwrap();
+        self.cli_ok(&["write", &index.to_string(), blk.to_str().unwrap()]);
+        model[index * BETA..(index + 1) * BETA].copy_from_slice(data);
+    }
+
     /// Starts the node (again) on a fresh port and waits until its addr file is written.
     fn start_node(&mut self) {
         self.start_node_with(&[]);
@@ -330,10 +345,7 @@ async fn owner_carries_on_after_kill_9_of_node_or_cli_at_any_moment() {
     let seed: u64 = std::env::var("DPOR_KILL_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eed);
     eprintln!("kill campaign: {kills} kills, seed {seed}");
     within(300 + 30 * kills as u64, async move {
-        let mut world = World::start().await;
-        // The campaign manages the node itself (restarted on a fresh port each time).
-        world.node.kill9();
-        let mut c = Campaign { world, node: Guard(None), addr: String::new(), restarts: 0, state: "owner.json".into() };
+        let mut c = Campaign::new(World::start().await);
         tokio::task::block_in_place(|| run_campaign(&mut c, kills, seed));
     })
     .await;
@@ -467,9 +479,7 @@ fn run_campaign(c: &mut Campaign, kills: usize, seed: u64) {
 async fn upload_and_checkpoint_carry_on_after_kill_9() {
     let seed: u64 = std::env::var("DPOR_KILL_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eed);
     within(900, async move {
-        let mut world = World::start().await;
-        world.node.kill9();
-        let mut c = Campaign { world, node: Guard(None), addr: String::new(), restarts: 0, state: "owner.json".into() };
+        let mut c = Campaign::new(World::start().await);
         tokio::task::block_in_place(|| upload_and_checkpoint_campaign(&mut c, seed));
     })
     .await;
@@ -533,16 +543,10 @@ fn upload_and_checkpoint_campaign(c: &mut Campaign, seed: u64) {
 
     // Checkpoints, on the last deal.
     let moments = [Moment::NodeAfterCosign, Moment::CliAfterCosign, Moment::CliRandom, Moment::NodeRandom];
-    let blk = c.world.path("blk");
-    let blk = blk.to_str().unwrap().to_string();
     let mut typical = Duration::from_millis(300);
     let mut killed_checkpoints = 0;
     for round in 0..2 * moments.len() {
-        let index = rng.below(N as u64) as usize;
-        let data = pseudo_random(BETA, rng.next());
-        std::fs::write(&blk, &data).unwrap();
-        c.cli_ok(&["write", &index.to_string(), &blk]);
-        model[index * BETA..(index + 1) * BETA].copy_from_slice(&data);
+        c.write_block(&mut model, rng.below(N as u64) as usize, &pseudo_random(BETA, rng.next()));
         let moment = moments[round % moments.len()];
         let t = Instant::now();
         let a = attempt(c, &mut log, &["checkpoint"], moment, Duration::from_micros(rng.below(typical.as_micros() as u64 + 1)));
@@ -566,10 +570,7 @@ fn upload_and_checkpoint_campaign(c: &mut Campaign, seed: u64) {
     let v = c.owner_state()["digest_version"].as_u64().unwrap() + 1;
     c.node.kill9();
     c.start_node_with(&["--misbehave", "lose-cosign-answers"]);
-    let (index, data) = (rng.below(N as u64) as usize, pseudo_random(BETA, rng.next()));
-    std::fs::write(&blk, &data).unwrap();
-    c.cli_ok(&["write", &index.to_string(), &blk]);
-    model[index * BETA..(index + 1) * BETA].copy_from_slice(&data);
+    c.write_block(&mut model, rng.below(N as u64) as usize, &pseudo_random(BETA, rng.next()));
     let (ok, out, err) = c.cli(&["checkpoint"]);
     assert!(!ok, "the checkpoint got a signature the node lost:\n{out}\n{err}");
     let s = c.cli_ok(&["status"]);
