@@ -1,9 +1,9 @@
 //! A throw-away local chain for tests (feature `devnet`): anvil (the real binary of the
-//! npm package, [`anvil_binary`]) on a free loopback port with the contracts deployed by `contracts/script/Deploy.s.sol`
+//! npm package, [`foundry_binary`]) on a free loopback port with the contracts deployed by `contracts/script/Deploy.s.sol`
 //! (through `forge script`, as `script/test-cast` does). Killed when dropped.
 //!
 //! The repository root is `$DPOR_ROOT` if set, else the parent of this crate's
-//! manifest directory. Needs `npm install` (anvil and forge in node_modules/.bin).
+//! manifest directory. Needs `npm install` (Foundry's anvil and forge, see [`foundry_binary`]).
 
 use crate::client::{rpc_err, Market};
 use crate::error::ChainError;
@@ -78,13 +78,13 @@ impl Devnet {
         Ok(dev)
     }
 
-    /// Starts the real anvil binary ([`anvil_binary`]) on a free loopback port, in its
-    /// own process group (so that drop ends the whole group, should `anvil` be the npm
-    /// wrapper after all), and waits until it answers. Nothing is deployed yet.
+    /// Starts the real anvil binary ([`foundry_binary`]) on a free loopback port, in its
+    /// own process group (so that drop ends the whole group, anything anvil started
+    /// included), and waits until it answers. Nothing is deployed yet.
     async fn spawn_anvil(root: &Path, opts: &DevnetOptions) -> Result<Devnet, ChainError> {
         let err = |m: String| ChainError::Rpc { method: "devnet", message: m };
         let port = free_port().map_err(|e| err(format!("no free port: {e}")))?;
-        let anvil = anvil_binary(root);
+        let anvil = foundry_binary(root, "anvil")?;
         let mut cmd = Command::new(&anvil);
         cmd.args(["--host", "127.0.0.1", "--port", &port.to_string(), "--silent"])
             .stdin(Stdio::null())
@@ -121,7 +121,7 @@ impl Devnet {
         let beacon = {
             let _guard = DEPLOY_LOCK.lock().await;
             let words = format!("[{},{},{},{}]", pk_words[0], pk_words[1], pk_words[2], pk_words[3]);
-            let out = tokio::process::Command::new(root.join("node_modules/.bin/forge"))
+            let out = tokio::process::Command::new(foundry_binary(&root, "forge")?)
                 .current_dir(&root)
                 .args(["create", "contracts/src/beacon/DrandBeacon.sol:DrandBeacon", "--rpc-url", &dev.rpc_url, "--broadcast"])
                 .args(["--private-key", ANVIL_KEYS[0], "--constructor-args", &words, &genesis.to_string(), &period.to_string()])
@@ -160,7 +160,7 @@ impl Devnet {
 
     async fn deploy(&mut self, root: &Path, opts: &DevnetOptions) -> Result<(), ChainError> {
         let _guard = DEPLOY_LOCK.lock().await;
-        let mut cmd = tokio::process::Command::new(root.join("node_modules/.bin/forge"));
+        let mut cmd = tokio::process::Command::new(foundry_binary(root, "forge")?);
         cmd.current_dir(root)
             .args(["script", "contracts/script/Deploy.s.sol:Deploy", "--rpc-url", &self.rpc_url, "--broadcast"])
             .stdin(Stdio::null());
@@ -303,25 +303,34 @@ impl Devnet {
     }
 }
 
-/// The anvil executable to start: the platform binary the npm package installed
-/// (`node_modules/@foundry-rs/anvil-<os>-<arch>/bin/anvil`, or the package's `dist/anvil`),
-/// never `node_modules/.bin/anvil` when a binary is there. That one is a Node script
-/// which starts the binary as its child and does not pass SIGKILL on: killing it leaves
-/// anvil running. Falls back to the wrapper (then [`Devnet`]'s drop kills its whole
-/// process group).
-pub fn anvil_binary(root: &Path) -> PathBuf {
+/// The real executable of the Foundry tool `tool` (`"forge"`, `"anvil"` or `"cast"`)
+/// that the npm package installed: `node_modules/@foundry-rs/<tool>-<os>-<arch>/bin/<tool>`
+/// (or the package's `dist/<tool>`), as `script/foundry-bin` finds it.
+///
+/// Never `node_modules/.bin/<tool>`: that one is a Node script which starts the binary as
+/// its child, exits 0 whatever the binary returns (so a failed `forge script` or `cast`
+/// call would look like a success) and does not pass SIGKILL on (killing it leaves
+/// anvil running). There is no fallback to it.
+///
+/// # Errors
+/// [`ChainError::Rpc`] (method `devnet`) when no such executable is installed.
+pub fn foundry_binary(root: &Path, tool: &str) -> Result<PathBuf, ChainError> {
     let scope = root.join("node_modules/@foundry-rs");
+    let prefix = format!("{tool}-");
     let mut found: Vec<PathBuf> = std::fs::read_dir(&scope)
         .into_iter()
         .flatten()
         .flatten()
-        .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with("anvil-")))
-        .map(|e| e.path().join("bin/anvil"))
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with(&prefix)))
+        .map(|e| e.path().join("bin").join(tool))
         .filter(|p| p.is_file())
         .collect();
     found.sort();
-    found.push(scope.join("anvil/dist/anvil"));
-    found.into_iter().find(|p| p.is_file()).unwrap_or_else(|| root.join("node_modules/.bin/anvil"))
+    found.push(scope.join(tool).join("dist").join(tool));
+    found.into_iter().find(|p| p.is_file()).ok_or_else(|| ChainError::Rpc {
+        method: "devnet",
+        message: format!("no {tool} executable under {} (run `npm install`)", scope.display()),
+    })
 }
 
 impl Drop for Devnet {

@@ -45,7 +45,7 @@ pub use convert::{
     SampleProof,
 };
 #[cfg(feature = "devnet")]
-pub use devnet::{anvil_binary, Devnet, DevnetOptions};
+pub use devnet::{foundry_binary, Devnet, DevnetOptions};
 #[cfg(feature = "devnet")]
 pub use devnet_state::StateFixture;
 pub use error::ChainError;

@@ -84,7 +84,8 @@ async fn stale_and_badly_signed_digests_are_rejected_by_name() {
 async fn cast_reads_back_what_the_client_wrote() {
     let s = setup().await;
     let (_, h) = s.post(1).await;
-    let cast = dpor_chain::devnet::repo_root().join("node_modules/.bin/cast");
+    // The real cast: its npm wrapper exits 0 whatever cast returns.
+    let cast = dpor_chain::foundry_binary(&dpor_chain::devnet::repo_root(), "cast").unwrap();
     let sig = "getDeal(uint256)((address,uint32,uint32,uint16,uint8,uint8,address,uint64,uint16,uint16,uint64,uint64,uint64,uint64,bytes32,uint128,uint128,uint128,uint128,uint64,uint32,uint32))";
     let out = std::process::Command::new(&cast)
         .args(["call", "--rpc-url", s.dev.rpc_url(), &s.dev.market().to_string(), sig, &s.deal.to_string(), "--json"])

@@ -41,15 +41,18 @@ demo_pick_file() {
 }
 
 # ---------------------------------------------------------------- toolchain and build
-# demo_build: sets $bin (npm tools), $cast, $node_bin, $dpor, $beacon_bin.
+# demo_build: sets $forge, $anvil, $cast (Foundry), $node_bin, $dpor, $beacon_bin.
 demo_build() {
-  if [ ! -x node_modules/.bin/forge ] || [ ! -f node_modules/solc/solc.js ]; then
+  if ! script/foundry-bin forge >/dev/null 2>&1 || [ ! -f node_modules/solc/solc.js ]; then
     say "npm install (Foundry, solc, OpenZeppelin, pinned by package-lock.json)"
     npm install --no-audit --no-fund
   fi
-  bin="$root/node_modules/.bin"
-  for t in forge anvil cast; do [ -x "$bin/$t" ] || fail "$bin/$t missing after npm install"; done
-  cast="$bin/cast"
+  # The real Foundry executables (script/foundry-bin), never the npm wrappers in
+  # node_modules/.bin: those exit 0 whatever the tool returns, so every `cast … || fail`
+  # below would pass a failed call, and killing the anvil wrapper leaves anvil running.
+  forge="$("$root/script/foundry-bin" forge)" || fail "no forge executable after npm install"
+  anvil="$("$root/script/foundry-bin" anvil)" || fail "no anvil executable after npm install"
+  cast="$("$root/script/foundry-bin" cast)" || fail "no cast executable after npm install"
   command -v node >/dev/null || fail "node (Node.js) is needed"
 
   say "cargo build --release (dpor-node with its testing switches, dpor)"
@@ -119,9 +122,8 @@ demo_chain() {
   say "local chain: anvil (1 block/s) + contracts"
   port="$(free_port)"
   rpc="http://127.0.0.1:$port"
-  # The real anvil (script/anvil-bin: not the npm wrapper, whose kill would leave anvil
-  # running), in its own process group so that the cleanup ends the whole group.
-  setsid "$("$root/script/anvil-bin")" --accounts "${DEMO_ACCOUNTS:-10}" --host 127.0.0.1 --port "$port" --block-time 1 --silent >"$work/anvil.log" 2>&1 &
+  # The real anvil, in its own process group so that the cleanup ends the whole group.
+  setsid "$anvil" --accounts "${DEMO_ACCOUNTS:-10}" --host 127.0.0.1 --port "$port" --block-time 1 --silent >"$work/anvil.log" 2>&1 &
   pids+=($!)
   groups+=($!)
   wait_for "anvil on $rpc" 30 "$cast" chain-id --rpc-url "$rpc"
@@ -132,12 +134,12 @@ demo_chain() {
     || { cat "$work/beacon.pub" >&2; fail "dpor-beacon keygen"; }
   words="$(grep -oE '(0x[0-9a-fA-F]+|[0-9]{10,})' "$work/beacon.pub" | head -n 4 | paste -sd, -)"
   [ "$(echo "$words" | tr ',' '\n' | grep -c .)" = 4 ] || { cat "$work/beacon.pub" >&2; fail "no 4 public-key words from dpor-beacon keygen"; }
-  out="$("$bin/forge" create contracts/src/beacon/DrandBeacon.sol:DrandBeacon --rpc-url "$rpc" --broadcast \
+  out="$("$forge" create contracts/src/beacon/DrandBeacon.sol:DrandBeacon --rpc-url "$rpc" --broadcast \
     --private-key 0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80 \
     --constructor-args "[$words]" "$(chain_time)" "$BEACON_PERIOD" 2>&1)" || { echo "$out" >&2; fail "forge create DrandBeacon"; }
   beacon="$(echo "$out" | sed -n 's/^ *Deployed to: *//p')"
   [ -n "$beacon" ] || { echo "$out" >&2; fail "no beacon address in the forge create output"; }
-  out="$(BEACON=$beacon EPOCH_SECONDS=$EPOCH_SECONDS ANSWER_SECONDS=$ANSWER_SECONDS UPLOAD_SECONDS=${DEMO_UPLOAD_SECONDS:-86400} "$bin/forge" script contracts/script/Deploy.s.sol:Deploy \
+  out="$(BEACON=$beacon EPOCH_SECONDS=$EPOCH_SECONDS ANSWER_SECONDS=$ANSWER_SECONDS UPLOAD_SECONDS=${DEMO_UPLOAD_SECONDS:-86400} "$forge" script contracts/script/Deploy.s.sol:Deploy \
     --rpc-url "$rpc" --broadcast 2>&1)" || { echo "$out" >&2; fail "forge script (deploy)"; }
   token="$(echo "$out" | sed -n 's/^ *DPOR_TOKEN=//p')"
   market="$(echo "$out" | sed -n 's/^ *DPOR_MARKET=//p')"
