@@ -647,6 +647,7 @@ pub fn status(view: &crate::store::DealView) -> DealStatus {
         levels: view.levels.iter().map(|(l, r, root)| (*l, WireRun::from(*r), *root)).collect(),
         cosigned_version: view.cosigned.as_ref().map(|d| d.version),
         posted_version: view.posted.as_ref().map(|d| d.version),
+        damaged: view.damaged.clone(),
     }
 }
 
@@ -686,6 +687,7 @@ impl From<StoreError> for Fail {
             StoreError::StaleVersion { .. } => ErrorCode::StaleVersion,
             StoreError::DigestMismatch(_) => ErrorCode::Mismatch,
             StoreError::DiskFull { .. } => ErrorCode::DiskFull,
+            StoreError::Damaged { .. } => ErrorCode::Damaged,
             _ => ErrorCode::Internal,
         };
         Fail { code, message: e.to_string() }

@@ -527,6 +527,13 @@ pub struct DealStatus {
     pub cosigned_version: Option<u64>,
     /// Version of the latest digest posted on chain that the node has seen.
     pub posted_version: Option<u64>,
+    /// Why the node quarantined the deal (its files on the node are damaged: U
+    /// missing or short, a run file missing or short), or `None`. A quarantined deal
+    /// serves what is intact (coded runs, so extraction works) and answers what needs
+    /// the damaged part, and every owner write, with [`ErrorCode::Damaged`]. Absent in
+    /// the answers of older nodes (decoded as `None`).
+    #[serde(default)]
+    pub damaged: Option<String>,
 }
 
 /// What became of an owner request, by its nonce ([`Request::Outcome`]).
@@ -590,6 +597,11 @@ pub enum ErrorCode {
     Mismatch,
     /// The node refuses to store more: out of disk or quota.
     DiskFull,
+    /// The deal is quarantined on this node: its files are damaged
+    /// ([`DealStatus::damaged`] says how). The node still serves what is intact (coded
+    /// runs: extract from them); it refuses U reads if U is the damaged part, and
+    /// every owner write or resize.
+    Damaged,
     /// Anything else on the node's side (storage I/O, chain unreachable).
     Internal,
 }

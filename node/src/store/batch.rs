@@ -49,6 +49,7 @@ impl Store {
         let g = rlock(&entry.state);
         let st = g.as_ref().ok_or(StoreError::UnknownDeal(deal))?;
         st.require_live()?;
+        st.require_intact()?;
         let meta = &st.meta;
         meta.check_nonce(nonce)?;
         if writes.is_empty() {
@@ -64,7 +65,7 @@ impl Store {
                 return Err(StoreError::BlockSize { got: block.len(), expected: beta });
             }
         }
-        let mut tree = st.u_tree.clone().ok_or_else(|| StoreError::Corrupt(format!("deal {deal}: no U tree")))?;
+        let mut tree = st.u_tree()?.clone();
         let (mut t, mut rebuilds) = (meta.write_count, meta.rebuild_count);
         // Levels of the state before the batch not yet consumed (on disk), and runs the
         // batch built that are still live (in memory), or deferred (built later).
@@ -84,7 +85,7 @@ impl Store {
             if c_pending && !snapshot.contains_key(&index) && !self.db.contains_key(meta::snapshot_key(deal, index))? {
                 let old = match overlay.get(&index) {
                     Some((b, _)) => b.clone(),
-                    None => st.u.read_blocks(index, 1)?.pop().unwrap_or_default(),
+                    None => st.u()?.read_blocks(index, 1)?.pop().unwrap_or_default(),
                 };
                 snapshot.insert(index, old);
             }

@@ -97,6 +97,16 @@ pub enum StoreError {
     /// Metadata or a file on disk is unreadable or inconsistent.
     #[error("corrupt store: {0}")]
     Corrupt(String),
+    /// The deal is quarantined: [`super::Store::open`] found its files damaged (see
+    /// [`super::DealView::damaged`]). What is intact is still served; this refuses
+    /// what needs the damaged part (U reads when U is damaged, owner writes, resizes).
+    #[error("deal {deal} is quarantined, its files on this node are damaged ({reason}); what is intact is still served (coded runs: `dpor extract`)")]
+    Damaged {
+        /// The deal.
+        deal: u64,
+        /// The damage found.
+        reason: String,
+    },
     /// The metadata database failed.
     #[error("metadata database: {0}")]
     Sled(#[from] sled::Error),

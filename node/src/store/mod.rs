@@ -160,6 +160,12 @@ pub struct DealView {
     pub previous: Vec<RunId>,
     /// Epochs whose digest in force is pinned until they settle ([`Store::pin_epoch`]), ascending.
     pub epoch_pins: Vec<u64>,
+    /// Why the deal is quarantined, if it is: the damage [`Store::open`] found in its
+    /// files (U files missing, short or unreadable; a current run's file missing or
+    /// short). A quarantined deal serves what is intact (coded runs, σ̃, status; U too
+    /// unless U is the damaged part) and refuses owner writes and resizes
+    /// ([`StoreError::Damaged`]); `None` for a healthy deal.
+    pub damaged: Option<String>,
 }
 
 /// What a write did.
@@ -194,9 +200,12 @@ pub(crate) struct DealState {
     meta: DealMeta,
     format: BlockFormat,
     dir: PathBuf,
-    u: UFiles,
+    /// U's files; `None` for a deal quarantined because they are damaged.
+    u: Option<UFiles>,
     /// The U tree (live deals only).
     u_tree: Option<MerkleTree>,
+    /// Why the deal is quarantined ([`DealView::damaged`]), `None` if it is not.
+    damaged: Option<String>,
 }
 
 /// One deal: a mutation lock and the committed state (`None`: no such deal yet).
@@ -261,6 +270,36 @@ impl DealState {
                 .filter(|id| id & digests::EPOCH_PIN != 0)
                 .map(|id| id & !digests::EPOCH_PIN)
                 .collect(),
+            damaged: self.damaged.clone(),
+        }
+    }
+
+    /// The quarantine error of this deal (the reason [`Store::open`] found).
+    fn quarantined(&self) -> StoreError {
+        StoreError::Damaged {
+            deal: self.meta.params.deal,
+            reason: self.damaged.clone().unwrap_or_else(|| "its U files are not open".into()),
+        }
+    }
+
+    /// U's files, or [`StoreError::Damaged`] if the deal is quarantined for damaged U.
+    fn u(&self) -> Result<&UFiles> {
+        self.u.as_ref().ok_or_else(|| self.quarantined())
+    }
+
+    /// The U tree: [`StoreError::Damaged`] if U is quarantined, [`StoreError::Corrupt`]
+    /// if the deal has none otherwise.
+    fn u_tree(&self) -> Result<&MerkleTree> {
+        self.u()?;
+        self.u_tree.as_ref().ok_or_else(|| StoreError::Corrupt(format!("deal {}: no U tree", self.meta.params.deal)))
+    }
+
+    /// [`StoreError::Damaged`] if the deal is quarantined: what an owner write or a
+    /// resize checks first (it would build on, or over, data the node lost).
+    fn require_intact(&self) -> Result<()> {
+        match self.damaged {
+            Some(_) => Err(self.quarantined()),
+            None => Ok(()),
         }
     }
 

@@ -32,7 +32,7 @@ impl DealState {
 
     /// U blocks with a pending (committed, not yet applied) update overlaid.
     fn u_blocks(&self, start: u64, count: u64) -> Result<Vec<Vec<u8>>> {
-        let mut out = self.u.read_blocks(start, count)?;
+        let mut out = self.u()?.read_blocks(start, count)?;
         for p in &self.meta.pending {
             if p.index >= start && p.index < start + count {
                 if let Some(slot) = out.get_mut((p.index - start) as usize) {
@@ -44,7 +44,7 @@ impl DealState {
     }
 
     fn u_sealed(&self, start: u64, count: u64) -> Result<Vec<[u8; 32]>> {
-        let mut out = self.u.read_sealed(start, count)?;
+        let mut out = self.u()?.read_sealed(start, count)?;
         for p in &self.meta.pending {
             if p.index >= start && p.index < start + count {
                 if let Some(slot) = out.get_mut((p.index - start) as usize) {
@@ -56,7 +56,7 @@ impl DealState {
     }
 
     fn u_roots(&self, start: u64, count: u64) -> Result<Vec<B256>> {
-        let mut out = self.u.read_roots(start, count)?;
+        let mut out = self.u()?.read_roots(start, count)?;
         for p in &self.meta.pending {
             if p.index >= start && p.index < start + count {
                 if let Some(slot) = out.get_mut((p.index - start) as usize) {
@@ -84,7 +84,7 @@ impl Store {
             if index >= n {
                 return Err(StoreError::Index { index, num_blocks: n });
             }
-            let tree = st.u_tree.as_ref().ok_or_else(|| StoreError::Corrupt(format!("deal {deal}: no U tree")))?;
+            let tree = st.u_tree()?;
             let block = st.u_blocks(index, 1)?.pop().unwrap_or_default();
             let sealed = st.u_sealed(index, 1)?.pop().unwrap_or_default();
             Ok((block, sealed, tree.path(index)?))
@@ -101,7 +101,7 @@ impl Store {
         self.with_state(deal, |st| {
             st.require_live()?;
             let n = st.meta.num_blocks();
-            let tree = st.u_tree.as_ref().ok_or_else(|| StoreError::Corrupt(format!("deal {deal}: no U tree")))?;
+            let tree = st.u_tree()?;
             let mut out = Vec::with_capacity(indices.len());
             for &index in indices {
                 if index >= n {

@@ -7,7 +7,7 @@ use super::meta::{self, DealMeta, Phase};
 use super::u::UFiles;
 use super::{Deal, DealState, Store, StoreConfig};
 use dpor_core::block::BlockFormat;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 
@@ -64,22 +64,42 @@ pub(crate) fn open(dir: &Path, config: StoreConfig) -> Result<Store> {
         builders: Default::default(),
         trash: Default::default(),
     };
+    // One deal's damage never stops the store: a record that does not decode, or a
+    // deal that cannot be brought back at all, is left out (its files and σ̃ kept
+    // untouched for the operator); a live deal whose files are damaged is quarantined
+    // (`recover_deal`).
     let mut metas = Vec::new();
+    let mut left_out = BTreeSet::new();
     for kv in store.db.scan_prefix([meta::DEAL_PREFIX]) {
-        let (_, v) = kv?;
-        metas.push(DealMeta::decode(&v)?);
+        let (k, v) = kv?;
+        match DealMeta::decode(&v) {
+            Ok(m) => metas.push(m),
+            Err(e) => {
+                let id = deal_of_key(&k);
+                tracing::error!(deal = ?id, "deal left out: its record in the metadata database does not decode ({e}); its files are kept");
+                left_out.extend(id);
+            }
+        }
     }
     let mut map = BTreeMap::new();
     for m in metas {
         let id = m.params.deal;
-        let st = store.recover_deal(m)?;
+        let st = match store.recover_deal(m) {
+            Ok(st) => st,
+            Err(e) => {
+                tracing::error!(deal = id, "deal left out: it cannot be opened ({e}); its files are kept");
+                left_out.insert(id);
+                continue;
+            }
+        };
         store.gc(&st.meta, &st.dir, true);
         map.insert(id, Arc::new(Deal { op: Default::default(), state: RwLock::new(Some(st)), builds: Default::default() }));
     }
+    let known = |id: u64| map.contains_key(&id) || left_out.contains(&id);
     // Deal folders without a record (a crash while a new deal's upload began).
     if let Ok(entries) = std::fs::read_dir(&deals_dir) {
         for e in entries.flatten() {
-            let known = e.file_name().to_str().and_then(|s| s.parse::<u64>().ok()).is_some_and(|id| map.contains_key(&id));
+            let known = e.file_name().to_str().and_then(|s| s.parse::<u64>().ok()).is_some_and(known);
             if !known {
                 if let Err(err) = std::fs::remove_dir_all(e.path()) {
                     tracing::warn!(dir = %e.path().display(), "removing an orphan deal folder: {err}");
@@ -91,17 +111,17 @@ pub(crate) fn open(dir: &Path, config: StoreConfig) -> Result<Store> {
     // pending C build.
     for kv in store.db.scan_prefix([meta::SEALED_PREFIX]) {
         let (k, _) = kv?;
-        let deal = k.get(1..9).and_then(|b| <[u8; 8]>::try_from(b).ok()).map(u64::from_be_bytes);
-        if deal.is_none_or(|d| !map.contains_key(&d)) {
+        if deal_of_key(&k).is_none_or(|d| !known(d)) {
             store.db.remove(k)?;
         }
     }
     for kv in store.db.scan_prefix([meta::SNAPSHOT_PREFIX]) {
         let (k, _) = kv?;
-        let deal = k.get(1..9).and_then(|b| <[u8; 8]>::try_from(b).ok()).map(u64::from_be_bytes);
-        let c_pending = deal.and_then(|d| map.get(&d)).is_some_and(|d| {
-            super::rlock(&d.state).as_ref().is_some_and(|st| st.meta.c_building())
-        });
+        let deal = deal_of_key(&k);
+        let c_pending = deal.is_some_and(|d| left_out.contains(&d))
+            || deal.and_then(|d| map.get(&d)).is_some_and(|d| {
+                super::rlock(&d.state).as_ref().is_some_and(|st| st.meta.c_building())
+            });
         if !c_pending {
             store.db.remove(k)?;
         }
@@ -111,17 +131,30 @@ pub(crate) fn open(dir: &Path, config: StoreConfig) -> Result<Store> {
     Ok(store)
 }
 
+/// The deal id of a sled key `prefix ‖ u64be(deal) ‖ …`.
+fn deal_of_key(k: &[u8]) -> Option<u64> {
+    k.get(1..9).and_then(|b| <[u8; 8]>::try_from(b).ok()).map(u64::from_be_bytes)
+}
+
 impl Store {
-    /// Brings one deal back: its U files, the pending update, the U tree.
+    /// Brings one deal back: its U files, the pending update, the U tree. A live deal
+    /// whose files are damaged is quarantined ([`DealState::damaged`], logged as an
+    /// error) instead of failing: U missing, short or unreadable, its pending update
+    /// not applicable or its tree not matching the committed root U (U is then not
+    /// served), or a current run's blocks or tree file missing or short.
+    ///
+    /// Errors (the deal is then left out): the deal folder cannot be created, or an
+    /// uploading deal's U files cannot be created.
     fn recover_deal(&self, mut m: DealMeta) -> Result<DealState> {
         let id = m.params.deal;
         let dir = self.deal_dir(id);
         std::fs::create_dir_all(&dir).map_err(|e| StoreError::io("create", &dir, 0, e))?;
         let format = BlockFormat::new(m.params.block_bytes as usize)?;
         let (n, beta) = (m.num_blocks(), m.params.block_bytes as u64);
+        let mut damage = Vec::new();
         let u = match m.phase {
             Phase::Uploading { received } => match UFiles::open(&dir, n, beta) {
-                Ok(u) => u,
+                Ok(u) => Some(u),
                 Err(_) => {
                     // Files missing or of other sizes (a restart with new parameters
                     // that crashed before committing): start the upload over.
@@ -130,25 +163,66 @@ impl Store {
                         m.phase = Phase::Uploading { received: 0 };
                         self.db.insert(meta::deal_key(id), m.encode())?;
                     }
-                    u
+                    Some(u)
                 }
             },
-            Phase::Live => UFiles::open(&dir, n, beta)?,
+            Phase::Live => match UFiles::open(&dir, n, beta) {
+                Ok(u) => Some(u),
+                Err(e) => {
+                    damage.push(format!("U files unusable: {e}"));
+                    None
+                }
+            },
         };
-        let mut st = DealState { meta: m, format, dir, u, u_tree: None };
+        let mut st = DealState { meta: m, format, dir, u, u_tree: None, damaged: None };
         if st.meta.phase == Phase::Live {
-            self.finish_pending(&mut st, None)?;
-            let tree = st.u.tree(n)?;
-            if tree.root() != st.meta.root_u {
-                tracing::warn!(deal = id, "U files do not match the committed root U (damaged on disk?)");
-            }
-            st.u_tree = Some(tree);
-            for (run, _, _) in st.meta.current_runs() {
-                if !st.meta.is_building(run) && !super::runs::blocks_path(&st.dir, run).exists() {
-                    tracing::warn!(deal = id, %run, "a live run's file is missing");
+            if st.u.is_some() {
+                let tree = self.finish_pending(&mut st, None).and_then(|()| st.u()?.tree(n));
+                match tree {
+                    Ok(tree) if tree.root() == st.meta.root_u => st.u_tree = Some(tree),
+                    Ok(tree) => damage.push(format!("U files give root U {}, the committed one is {}", tree.root(), st.meta.root_u)),
+                    Err(e) => damage.push(format!("U files unreadable: {e}")),
+                }
+                if st.u_tree.is_none() {
+                    st.u = None;
                 }
             }
+            damage.extend(damaged_runs(&st));
+        }
+        if !damage.is_empty() {
+            let reason = damage.join("; ");
+            tracing::error!(
+                deal = id,
+                %reason,
+                "deal QUARANTINED: its files are damaged; serving what is intact (coded runs for extraction and epoch proofs), refusing owner writes{}",
+                if st.u.is_none() { " and U reads" } else { "" }
+            );
+            st.damaged = Some(reason);
         }
         Ok(st)
     }
+}
+
+/// The damage of a live deal's current runs (deferred builds not yet built aside):
+/// a blocks or tree file missing or shorter than the run.
+fn damaged_runs(st: &DealState) -> Vec<String> {
+    let cb = st.format.coded_block_bytes() as u64;
+    let mut out = Vec::new();
+    for (run, size, _) in st.meta.current_runs() {
+        if st.meta.is_building(run) {
+            continue;
+        }
+        let files = [
+            ("blocks", super::runs::blocks_path(&st.dir, run), size.saturating_mul(cb)),
+            ("tree", super::runs::tree_path(&st.dir, run), super::runs::tree_bytes(size)),
+        ];
+        for (what, path, want) in files {
+            match std::fs::metadata(&path) {
+                Ok(md) if md.len() >= want => {}
+                Ok(md) => out.push(format!("run {run}: {what} file has {} of {want} bytes", md.len())),
+                Err(e) => out.push(format!("run {run}: {what} file {}: {e}", path.display())),
+            }
+        }
+    }
+    out
 }

@@ -43,6 +43,7 @@ impl Store {
         let g = rlock(&entry.state);
         let st = g.as_ref().ok_or(StoreError::UnknownDeal(deal))?;
         st.require_live()?;
+        st.require_intact()?;
         let meta = &st.meta;
         meta.check_nonce(nonce)?;
         let n = meta.num_blocks();
@@ -66,7 +67,7 @@ impl Store {
                 .saturating_add(super::u::u_disk_bytes(grow, beta)),
         )?;
         if grow > 0 {
-            st.u.grow(n, new_num_blocks)?;
+            st.u()?.grow(n, new_num_blocks)?;
         }
         let u = read_u_chunked(st, new_num_blocks)?;
         let records = u_records(&st.format, &u)?;
@@ -76,7 +77,7 @@ impl Store {
         self.apply_commit_fault(run, &mut c, st.format.width());
         let root_c = runs::write_run(&st.dir, run, &st.format, &c)?;
         drop(c);
-        let tree = st.u.tree(new_num_blocks)?;
+        let tree = st.u()?.tree(new_num_blocks)?;
         let root_u = tree.root();
 
         let mut new = meta.clone();
@@ -100,7 +101,7 @@ impl Store {
         // Committed.
         st.u_tree = Some(tree);
         if new_num_blocks < n {
-            if let Err(e) = st.u.shrink(new_num_blocks) {
+            if let Err(e) = st.u().and_then(|u| u.shrink(new_num_blocks)) {
                 tracing::warn!(deal, "resize committed, U files not yet cut to N' (done on open): {e}");
             }
         }

@@ -49,7 +49,7 @@ pub(crate) fn run_disk_bytes(format: &BlockFormat, size: u64) -> u64 {
     size.saturating_mul(format.coded_block_bytes() as u64).saturating_add(tree_bytes(size))
 }
 
-fn tree_bytes(size: u64) -> u64 {
+pub(crate) fn tree_bytes(size: u64) -> u64 {
     size.saturating_mul(2).saturating_sub(1).saturating_mul(32)
 }
 

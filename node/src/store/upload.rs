@@ -64,7 +64,7 @@ impl Store {
         };
         let meta = DealMeta::new(params, nonce);
         self.commit(&meta, old.as_ref(), sled::Batch::default())?;
-        *wlock(&entry.state) = Some(DealState { meta, format, dir, u, u_tree: None });
+        *wlock(&entry.state) = Some(DealState { meta, format, dir, u: Some(u), u_tree: None, damaged: None });
         Ok(())
     }
 
@@ -103,7 +103,7 @@ impl Store {
         {
             let g = super::rlock(&entry.state);
             let st = g.as_ref().ok_or(StoreError::UnknownDeal(deal))?;
-            st.u.write_range(start, blocks, sealed_u)?;
+            st.u()?.write_range(start, blocks, sealed_u)?;
         }
         meta.phase = Phase::Uploading { received: end };
         meta.last_nonce = Some(nonce);
@@ -136,7 +136,7 @@ impl Store {
         }
         meta.check_nonce(nonce)?;
         self.ensure_space(runs::run_disk_bytes(&st.format, 2 * n))?;
-        let tree = st.u.tree(n)?;
+        let tree = st.u()?.tree(n)?;
         let blocks = read_u_chunked(st, n)?;
         let records = u_records(&st.format, &blocks)?;
         drop(blocks);
@@ -174,7 +174,7 @@ pub(crate) fn read_u_chunked(st: &DealState, n: u64) -> Result<Vec<Vec<u8>>> {
     let mut start = 0;
     while start < n {
         let count = per.min(n - start);
-        out.extend(st.u.read_blocks(start, count)?);
+        out.extend(st.u()?.read_blocks(start, count)?);
         start += count;
     }
     for p in &st.meta.pending {

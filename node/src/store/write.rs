@@ -28,6 +28,7 @@ impl Store {
         let g = rlock(&entry.state);
         let st = g.as_ref().ok_or(StoreError::UnknownDeal(deal))?;
         st.require_live()?;
+        st.require_intact()?;
         let meta = &st.meta;
         meta.check_nonce(nonce)?;
         let n = meta.num_blocks();
@@ -38,7 +39,7 @@ impl Store {
         if block.len() != beta {
             return Err(StoreError::BlockSize { got: block.len(), expected: beta });
         }
-        let tree = st.u_tree.as_ref().ok_or_else(|| StoreError::Corrupt(format!("deal {deal}: no U tree")))?;
+        let tree = st.u_tree()?;
         let step = write_step(meta.write_count, meta.log_blocks());
         let built_at = meta.total_writes().saturating_add(1);
         let (tag, size) = match step {
@@ -111,7 +112,7 @@ impl Store {
             return Ok(());
         }
         let items: Vec<(u64, &[u8], [u8; 32])> = st.meta.pending.iter().map(|p| (p.index, p.block.as_slice(), p.sealed)).collect();
-        st.u.write_scattered(&items, roots)?;
+        st.u()?.write_scattered(&items, roots)?;
         let mut cleared = st.meta.clone();
         cleared.pending = Vec::new();
         self.db.insert(super::meta::deal_key(cleared.params.deal), cleared.encode())?;
