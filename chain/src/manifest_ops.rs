@@ -132,6 +132,18 @@ impl ManifestRegistry {
         })
     }
 
+    /// Whether contract code is deployed at the registry's address (an address with no
+    /// code answers every view call with empty data).
+    pub async fn has_code(&self) -> Result<bool, ChainError> {
+        let code = self.market.provider.get_code_at(*self.inst.address()).await.map_err(|e| rpc_err("eth_getCode", e))?;
+        Ok(!code.is_empty())
+    }
+
+    /// The market whose deals this registry records (`market()`, set at deployment).
+    pub async fn market_address(&self) -> Result<Address, ChainError> {
+        self.market.view("market", self.inst.market()).await
+    }
+
     /// Files recorded (ids are 1..=count; deleted ones included).
     pub async fn file_count(&self) -> Result<u64, ChainError> {
         to_u64(self.market.view("fileCount", self.inst.fileCount()).await?)

@@ -239,15 +239,29 @@ pub(crate) async fn deal_info(ctx: &Ctx, deal: u64) -> anyhow::Result<DealInfo> 
 }
 
 /// The epoch to use when none was given: the one whose window contains the latest
-/// block's timestamp, or, once the deal's epochs are over, its last epoch.
+/// block's timestamp, or, once the deal's epochs are over, its last epoch. Before its
+/// first epoch (deal epoch 0 is the global epoch after acceptance, docs/CONTRACTS.md
+/// §2) there is nothing to audit: the error names epoch 0 and when it starts.
 pub(crate) async fn default_epoch(ctx: &Ctx, d: &DealInfo) -> anyhow::Result<u64> {
     if d.accepted_at == 0 {
         bail!("deal {} was never accepted: it has no epochs", d.id);
     }
-    match ctx.market.current_epoch(d.id).await? {
-        Some(e) => Ok(e),
-        None if d.num_epochs > 0 => Ok(u64::from(d.num_epochs) - 1),
-        None => bail!("deal {} has no epochs", d.id),
+    let params = ctx.market.params().await.context("reading the market's parameters")?;
+    let now = ctx.market.latest_timestamp().await?;
+    if let Some(e) = params.deal_epoch_at(d, now) {
+        return Ok(e);
+    }
+    let first = params.window(d, 0).start;
+    if now < first {
+        bail!(
+            "deal {}'s first epoch, epoch 0, has not started: it starts at timestamp {first}, in {} s (chain time), and no epoch has a seed to audit before",
+            d.id,
+            first - now
+        );
+    }
+    match d.num_epochs {
+        0 => bail!("deal {} has no epochs", d.id),
+        n => Ok(u64::from(n) - 1),
     }
 }
 

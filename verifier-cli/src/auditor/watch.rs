@@ -130,9 +130,36 @@ fn log(ctx: &Ctx, action: &str, deal: u64, human: String, mut extra: serde_json:
     }
 }
 
-/// Runs `watch` until killed (or one pass with `once`). Returns a summary of the
-/// last pass.
+/// Refuses settings `watch` could not work with, before it does anything: a state
+/// file whose folder does not exist (every action's progress is saved there; without
+/// it a pass would act on chain and remember nothing), and a `--repair` folder that
+/// holds no recorded dispersed file.
+pub fn check_args(args: &WatchArgs) -> Result<()> {
+    let folder = args.state.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    anyhow::ensure!(
+        folder.is_dir(),
+        "--watch-state {}: the folder {} does not exist (watch saves its progress there after every action): create it first",
+        args.state.display(),
+        folder.display()
+    );
+    anyhow::ensure!(!args.state.is_dir(), "--watch-state {} is a folder: give a file path", args.state.display());
+    for dir in &args.repair {
+        anyhow::ensure!(dir.is_dir(), "--repair {}: no such folder (give the folder of a file dispersed with `dpor put --dir`)", dir.display());
+        let record = crate::disperse::FileDir::load(dir)
+            .with_context(|| format!("--repair {}: not the folder of a dispersed file", dir.display()))?;
+        anyhow::ensure!(
+            record.file_id.is_some(),
+            "--repair {}: the file was never recorded in the FileManifest (an unfinished `dpor put`?)",
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// Runs `watch` until killed (or one pass with `once`), after [`check_args`]. Returns
+/// a summary of the last pass.
 pub async fn run(ctx: &Ctx, args: WatchArgs) -> Result<Output> {
+    check_args(&args)?;
     let me = ctx.key()?.address();
     let market = format!("{:?}", ctx.market.address());
     let mut state = WatchState::load(&args.state, &market)?;

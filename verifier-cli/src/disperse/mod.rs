@@ -361,6 +361,24 @@ pub(crate) async fn dial(market: &Market, provider: Address, timeout: Duration) 
     }
 }
 
+/// Checks that `registry` is a FileManifest of this market: contract code at the
+/// address, and its `market()` and `fileCount()` views answering as a FileManifest's
+/// do, with `market()` naming the market the deals are opened on.
+pub(crate) async fn check_manifest(market: &Market, registry: Address) -> anyhow::Result<()> {
+    let reg = market.manifest_registry(registry);
+    let not_one = || format!("--manifest {registry} is not a FileManifest contract");
+    let has_code = reg.has_code().await.with_context(|| format!("reading the code at {registry}"))?;
+    ensure!(has_code, "{}: there is no contract code at that address (give the registry's address, or set DPOR_MANIFEST)", not_one());
+    let bound = reg.market_address().await.with_context(|| format!("{}: its market() view does not answer as a FileManifest's", not_one()))?;
+    ensure!(
+        bound == market.address(),
+        "--manifest {registry} is the FileManifest of market {bound}, not of this market {}: it would refuse this market's deals",
+        market.address()
+    );
+    reg.file_count().await.with_context(|| format!("{}: its fileCount() view does not answer as a FileManifest's", not_one()))?;
+    Ok(())
+}
+
 async fn put(
     ctx: &Ctx,
     file: &Path,
@@ -373,6 +391,8 @@ async fn put(
     let key = ctx.key()?.clone();
     let started = Instant::now();
     ensure!(!FileDir::path(dir).exists(), "{} already holds a dispersed file", dir.display());
+    // Before any deal is opened: the file is recorded there last.
+    check_manifest(&ctx.market, registry).await?;
     let geometry = Geometry::new(k, n, dpor_disperse::geometry::DEFAULT_BLOCK_BYTES)
         .context("--data k and --providers n must satisfy 1 ≤ k < n ≤ 256")?;
     let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;

@@ -7,6 +7,7 @@ use crate::context::Ctx;
 use crate::node_client::OwnerAuth;
 use crate::output::Output;
 use crate::owner_state::{DealParams, OwnerState, DEFAULT_BLOCK_CACHE_LEVELS, DEFAULT_CACHE_LEVELS};
+use dpor_core::block::{MAX_BLOCK_BYTES, MAX_LOG_BLOCKS};
 use alloy::signers::SignerSync;
 use alloy_primitives::{Address, Bytes, B256, U256};
 use anyhow::{bail, ensure, Context};
@@ -202,10 +203,13 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
                 (None, None) => bail!("give --file or --blocks"),
             };
             ensure!(n.is_power_of_two(), "N = {n} is not a power of two");
+            // What the market and the node would refuse is refused here, before any
+            // transaction (issue 21 #4).
+            check_deal_shape(n, block_bytes, lambda, epochs)?;
             let p = ctx.market.get_provider(provider).await?;
             ensure!(p.registered, "{provider} is not a registered provider");
             let price = price.unwrap_or(p.price_per_block_epoch);
-            let escrow = price.checked_mul(n as u128).and_then(|x| x.checked_mul(epochs as u128)).context("escrow overflows")?;
+            let escrow = check_deal_terms(ctx, provider, &p, n, epochs, price, min_collateral, mint).await?;
             if mint {
                 ctx.market.mint(key.address(), U256::from(escrow)).await.context("minting test tokens")?;
             }
@@ -374,8 +378,12 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
         OwnerCommand::Resize { blocks, file, price_per_epoch, collateral, mint } => {
             let mut state = OwnerState::load(&ctx.state_path)?;
             let key = ctx.key()?;
-            let node = ctx.node_for_deal(state.deal).await?;
-            let auth = OwnerAuth { key, chain_id: state.chain_id, market: state.market, deal: state.deal };
+            if let Some(why) = super::resize_terms::dispersed_shard(&state, key, &ctx.state_path) {
+                bail!(
+                    "deal {} is a shard of a dispersed file ({why}): its size is the FileManifest's, and resizing one shard by hand is not supported; `dpor repair` moves a shard to a new deal",
+                    state.deal
+                );
+            }
             let target = match (blocks, file) {
                 (Some(b), _) => b,
                 (None, Some(f)) => {
@@ -384,6 +392,41 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
                 }
                 (None, None) => bail!("give --blocks or --file"),
             };
+            ensure!(state.uploaded, "upload the file first");
+            // Everything the market and the node will check, before the node resizes
+            // (issue 21 #4): a resize that cannot land on chain is not started.
+            let onchain = ctx.market.get_deal(state.deal).await?;
+            ensure!(
+                !(onchain.num_blocks == target && state.num_blocks == target),
+                "deal {} already has N = {target} blocks, on chain and in the owner state",
+                state.deal
+            );
+            if onchain.num_blocks == target {
+                // Back to the size on chain before an unfinished resize landed: the node
+                // only (nothing to post).
+                let node = ctx.node_for_deal(state.deal).await?;
+                let auth = OwnerAuth { key, chain_id: state.chain_id, market: state.market, deal: state.deal };
+                let r = super::resize::resize(&node, &auth, &mut state, target).await;
+                state.save(&ctx.state_path)?;
+                let r = r?;
+                return Ok(Output::new(
+                    format!("deal {}: the node's copy is back at N = {target} blocks, the size on chain (C rebuilt: {})", state.deal, r.run),
+                    json!({"deal": state.deal, "from_blocks": r.from_blocks, "to_blocks": target, "node": r, "on_chain": false}),
+                ));
+            }
+            let scaled = super::resize::ResizeTerms::scaled(onchain.price_per_epoch, onchain.collateral, onchain.num_blocks, target);
+            let terms = match (price_per_epoch, collateral) {
+                // A resize whose on-chain step is still to come keeps the terms it was asked with.
+                (None, None) => super::resize_terms::load(&ctx.state_path, target)?.unwrap_or(scaled),
+                (p, c) => super::resize::ResizeTerms {
+                    price_per_epoch: p.unwrap_or(scaled.price_per_epoch),
+                    collateral: c.unwrap_or(scaled.collateral),
+                },
+            };
+            super::resize_terms::check(&ctx.market, state.deal, key.address(), target, terms, mint).await?;
+            super::resize_terms::save(&ctx.state_path, target, terms)?;
+            let node = ctx.node_for_deal(state.deal).await?;
+            let auth = OwnerAuth { key, chain_id: state.chain_id, market: state.market, deal: state.deal };
             let started = Instant::now();
             let report = if target != state.num_blocks {
                 let r = super::resize::resize(&node, &auth, &mut state, target).await;
@@ -393,25 +436,19 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
                 settle(&node, &auth, &mut state).await?;
                 None
             };
-            let onchain = ctx.market.get_deal(state.deal).await?;
-            ensure!(onchain.num_blocks != state.num_blocks, "deal {} already has N = {} blocks", state.deal, state.num_blocks);
-            let terms = match (price_per_epoch, collateral) {
-                (None, None) => None,
-                (p, c) => {
-                    let d = super::resize::ResizeTerms::scaled(onchain.price_per_epoch, onchain.collateral, onchain.num_blocks, state.num_blocks);
-                    Some(super::resize::ResizeTerms { price_per_epoch: p.unwrap_or(d.price_per_epoch), collateral: c.unwrap_or(d.collateral) })
-                }
-            };
+            ensure!(state.num_blocks == target, "the node's copy has N = {} blocks, not {target}", state.num_blocks);
             if mint {
-                let price = terms.map(|t| t.price_per_epoch).unwrap_or_else(|| {
-                    super::resize::ResizeTerms::scaled(onchain.price_per_epoch, 0, onchain.num_blocks, state.num_blocks).price_per_epoch
-                });
-                let need = U256::from(price).saturating_mul(U256::from(onchain.num_epochs));
+                let need = U256::from(terms.price_per_epoch).saturating_mul(U256::from(onchain.num_epochs));
                 ctx.market.mint(key.address(), need).await.context("minting test tokens")?;
             }
-            let chain = super::resize::resize_on_chain(&ctx.market, &node, &auth, key, &mut state, terms).await;
+            let chain = super::resize::resize_on_chain(&ctx.market, &node, &auth, key, &mut state, Some(terms)).await;
             state.save(&ctx.state_path)?;
-            let chain = chain?;
+            let chain = chain.with_context(|| {
+                format!(
+                    "the node holds N' = {target} blocks, but the resize is not on chain yet: `dpor checkpoint` posts it with the same terms ({} wei per epoch, collateral {} wei), or run `dpor resize --blocks {target}` with other --price-per-epoch / --collateral",
+                    terms.price_per_epoch, terms.collateral
+                )
+            })?;
             let after = ctx.market.get_deal(state.deal).await?;
             let secs = started.elapsed().as_secs_f64();
             Ok(Output::new(
@@ -503,12 +540,34 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
             let started = Instant::now();
             let data = flows::download(&node, &state, Some(&bar)).await;
             bar.finish_and_clear();
-            let data = data?;
+            // U that fails verification, or that the node refuses (a deal it quarantined
+            // because its U files are damaged): the file comes from the coded runs.
+            let (data, u_error) = match data {
+                Ok(data) => (data, None),
+                Err(e) => {
+                    let why = format!("{e:#}");
+                    eprintln!("dpor: downloading U failed ({why}); falling back to extraction from the coded runs");
+                    let bar = ctx.bar("extract");
+                    let extracted = flows::extract(&node, &state, Some(&bar)).await;
+                    bar.finish_and_clear();
+                    let (data, _) = extracted.with_context(|| format!("downloading U failed ({why}), and so did the fallback extraction"))?;
+                    (data, Some(why))
+                }
+            };
             std::fs::write(&out, &data).with_context(|| format!("cannot write {}", out.display()))?;
             let secs = started.elapsed().as_secs_f64();
+            let human = match &u_error {
+                None => format!("downloaded {} bytes in {:.2} s, every block verified against rootU, into {}", data.len(), secs, out.display()),
+                Some(why) => format!(
+                    "downloading U failed ({why}); extracted {} bytes from the coded runs instead in {:.2} s, verified against rootU, into {}",
+                    data.len(),
+                    secs,
+                    out.display()
+                ),
+            };
             Ok(Output::new(
-                format!("downloaded {} bytes in {:.2} s, every block verified against rootU, into {}", data.len(), secs, out.display()),
-                json!({"bytes": data.len(), "seconds": secs, "out": out}),
+                human,
+                json!({"bytes": data.len(), "seconds": secs, "out": out, "fallback": u_error.as_ref().map(|_| "extract"), "download_error": u_error}),
             ))
         }
         OwnerCommand::Extract { out } => {
@@ -597,6 +656,11 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
                 )),
                 Err(e) => human.push_str(&format!("\n  node: unreachable: {e}")),
             }
+            if let Some(why) = node.as_ref().ok().and_then(|s| s.damaged.as_ref()) {
+                human.push_str(&format!(
+                    "\n  node: deal QUARANTINED, its files on the node are damaged ({why}); writes are refused, `dpor extract` recovers the file from the coded runs"
+                ));
+            }
             Ok(Output::new(
                 human,
                 json!({
@@ -607,11 +671,84 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
                     "recovery_error": recovery.as_ref().and_then(|r| r.as_ref().err()),
                     "chain_state": onchain.as_ref().map(|d| format!("{:?}", d.state)),
                     "chain_digest_version": onchain.as_ref().map(|d| d.digest_version),
-                    "node": node.as_ref().ok().map(|s| json!({"write_count": s.write_count, "root_u": s.root_u, "cosigned_version": s.cosigned_version, "posted_version": s.posted_version})),
+                    "node": node.as_ref().ok().map(|s| json!({"write_count": s.write_count, "root_u": s.root_u, "cosigned_version": s.cosigned_version, "posted_version": s.posted_version, "damaged": s.damaged})),
                 }),
             ))
         }
     }
+}
+
+/// Refuses deal parameters no deal can have: N above 2^[`MAX_LOG_BLOCKS`] (what the
+/// code supports: 2N coded blocks within the field's two-adicity; the market's own
+/// limit, 2^40, is higher), β outside 1..=[`MAX_BLOCK_BYTES`], λ or the term 0.
+fn check_deal_shape(n: u64, block_bytes: u32, lambda: u16, epochs: u32) -> anyhow::Result<()> {
+    ensure!(
+        n <= 1u64 << MAX_LOG_BLOCKS,
+        "N = {n} blocks is more than a deal can hold: at most 2^{MAX_LOG_BLOCKS} = {} blocks (the code needs 2N ≤ 2^32)",
+        1u64 << MAX_LOG_BLOCKS
+    );
+    ensure!(
+        block_bytes >= 1 && block_bytes as usize <= MAX_BLOCK_BYTES,
+        "--block-bytes {block_bytes}: β must be in 1..={MAX_BLOCK_BYTES}"
+    );
+    ensure!(lambda >= 1, "--lambda 0: an audit needs at least one sample per run");
+    ensure!(epochs >= 1, "--epochs 0: a deal lasts at least one epoch");
+    Ok(())
+}
+
+/// Refuses a deal of `n` blocks for `epochs` epochs at `price` with `provider` (record
+/// `p`) that the market's `openDeal` or `acceptDeal` would refuse, or whose escrow the
+/// owner cannot pay (unless `mint`): N within the provider's free capacity, the price
+/// at least its ask, its collateral rate at least `min_collateral`, escrow and
+/// collateral below 2^128. Returns the escrow, price·N·epochs.
+#[allow(clippy::too_many_arguments)]
+async fn check_deal_terms(
+    ctx: &Ctx,
+    provider: Address,
+    p: &dpor_chain::ProviderInfo,
+    n: u64,
+    epochs: u32,
+    price: u128,
+    min_collateral: Option<u128>,
+    mint: bool,
+) -> anyhow::Result<u128> {
+    let free = p.capacity_blocks.saturating_sub(p.used_blocks);
+    ensure!(
+        n <= free,
+        "provider {provider} has room for {free} more blocks (capacity {}, {} in use): it cannot accept a deal of N = {n} blocks",
+        p.capacity_blocks,
+        p.used_blocks
+    );
+    ensure!(
+        price >= p.price_per_block_epoch,
+        "a price of {price} per block per epoch is below provider {provider}'s ask of {}",
+        p.price_per_block_epoch
+    );
+    if let Some(m) = min_collateral {
+        ensure!(
+            p.collateral_per_block >= m,
+            "provider {provider} locks {} collateral per block, less than the --min-collateral {m} you ask",
+            p.collateral_per_block
+        );
+    }
+    ensure!(
+        p.collateral_per_block.checked_mul(u128::from(n)).is_some(),
+        "the collateral of N = {n} blocks at {} per block is over the market's limit of 2^128 − 1",
+        p.collateral_per_block
+    );
+    let escrow = price
+        .checked_mul(u128::from(n))
+        .and_then(|x| x.checked_mul(u128::from(epochs)))
+        .with_context(|| format!("the escrow of {price} × N = {n} × {epochs} epochs is over the market's limit of 2^128 − 1"))?;
+    if !mint {
+        let owner = ctx.key()?.address();
+        let have = ctx.market.balance_of(owner).await.context("reading your token balance")?;
+        ensure!(
+            have >= U256::from(escrow),
+            "the escrow is {escrow} (price {price} × N = {n} blocks × {epochs} epochs), but your account {owner} holds {have} tokens"
+        );
+    }
+    Ok(escrow)
 }
 
 /// The writes a `dpor write` names: `INDEX FILE` pairs and the lines of a batch file.

@@ -18,8 +18,9 @@
 //! the new blocks, as an interrupted `pwrite` would; running the command again
 //! finishes it (a sync writes only what still differs).
 //!
-//! Resizing a deal past N·β bytes (App. A.3: a new N, the code rebuilt, the deal's
-//! price and collateral adjusted on chain) is not built: such an edit is refused.
+//! An edit past the deal's N·β bytes is refused: the deal grows first with `dpor
+//! resize` (App. A.3: a new N, the code rebuilt, the deal's price and collateral
+//! adjusted on chain; [`super::resize`]).
 
 use super::batch::{max_batch, write_batch_resizing, BatchReport};
 use crate::node_client::{NodeClient, OwnerAuth};
@@ -109,7 +110,7 @@ pub fn sync_writes(beta: usize, old_roots: &[B256], new_file: &[u8]) -> anyhow::
     let capacity = n as u64 * beta as u64;
     ensure!(
         new_file.len() as u64 <= capacity,
-        "the new file has {} bytes; this deal holds at most N·β = {capacity} bytes (resizing a deal, App. A.3, is not built)",
+        "the new file has {} bytes; this deal holds at most N·β = {capacity} bytes: grow the deal first with `dpor resize --file NEWFILE`",
         new_file.len()
     );
     let zero = merkle::block_root(&vec![0u8; beta]);
@@ -217,7 +218,8 @@ pub async fn write_range(
     let end = offset.checked_add(data.len() as u64).context("offset + length overflows")?;
     ensure!(
         end <= capacity,
-        "the write ends at byte {end}; this deal holds at most N·β = {capacity} bytes (resizing a deal, App. A.3, is not built)"
+        "the write ends at byte {end}; this deal holds at most N·β = {capacity} bytes: grow the deal first with `dpor resize --blocks N'` (N' ≥ {} blocks, a power of two)",
+        end.div_ceil(beta).next_power_of_two()
     );
     let old_len = state.file_bytes;
     let mut edges = BTreeMap::new();

@@ -10,4 +10,5 @@ pub mod extract;
 pub mod flows;
 pub mod recover;
 pub mod resize;
+pub mod resize_terms;
 pub mod secret_audit;

@@ -168,7 +168,7 @@ pub(crate) fn check_provider_signature(signature: &[u8], claimed: Address, hash:
 }
 
 /// The terms of an on-chain resize: the new price per epoch and collateral, wei.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ResizeTerms {
     /// Price per epoch for N' blocks, wei.
     pub price_per_epoch: u128,
@@ -199,9 +199,11 @@ pub struct ChainResize {
 }
 
 /// Step 3 (see the module docs): signs the `Resize` of the owner's current state with
-/// `terms` (default: the deal's per-block terms scaled to N'), gets the provider's
-/// signature from the node, approves any escrow increase and submits `resizeDeal`.
-/// The caller saves the state (its digest version moves).
+/// `terms` (default: the terms kept for N' when the resize was asked,
+/// [`super::resize_terms::load`], else the deal's per-block terms scaled to N'), gets
+/// the provider's signature from the node, approves any escrow increase and submits
+/// `resizeDeal`; the kept terms are then forgotten. The caller saves the state (its
+/// digest version moves).
 ///
 /// Errors: the deal on chain already at N' (then post a digest instead), the node
 /// refusing the terms, a signature not from the deal's provider, the transaction
@@ -221,7 +223,11 @@ pub async fn resize_on_chain(
         state.deal,
         onchain.num_blocks
     );
-    let terms = terms.unwrap_or_else(|| {
+    let kept = match (&terms, &state.path) {
+        (None, Some(p)) => super::resize_terms::load(p, state.num_blocks)?,
+        _ => None,
+    };
+    let terms = terms.or(kept).unwrap_or_else(|| {
         ResizeTerms::scaled(onchain.price_per_epoch, onchain.collateral, onchain.num_blocks, state.num_blocks)
     });
     let node_cosigned = node.status(state.deal).await?.cosigned_version.unwrap_or(0);
@@ -245,5 +251,11 @@ pub async fn resize_on_chain(
         .resize_deal(&digest, terms.price_per_epoch, terms.collateral, Bytes::from(owner_sig), Bytes::from(provider_sig))
         .await?;
     state.digest_version = version;
+    if let Some(p) = &state.path {
+        // Kept terms are only ever used for a resize not yet on chain: a leftover is harmless.
+        if let Err(e) = super::resize_terms::clear(p) {
+            eprintln!("dpor: warning: {e:#}");
+        }
+    }
     Ok(ChainResize { version, digest_hash, from_blocks: onchain.num_blocks, terms })
 }
