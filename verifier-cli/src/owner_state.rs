@@ -100,6 +100,11 @@ pub enum Pending {
         new_root_u: B256,
         /// The run the write must build.
         run: WireRun,
+        /// [`OwnerState::c_snapshot`] once the write is committed, when C is still
+        /// unchecked (a batch crossed a C-rebuild) and the write does not rebuild C
+        /// itself: the snapshot with σ_U(index) as of that C-rebuild added.
+        #[serde(default, skip_serializing_if = "Option::is_none", with = "snapshot_pairs")]
+        c_snapshot: Option<CSnapshot>,
         /// Set when the node's answer failed verification: the node misbehaved, and
         /// the owner stays on its previous state (the node must keep its runs).
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -495,6 +495,20 @@ pub async fn write(
 
     // (3) the checksums the new run must have.
     let step = write_step(state.write_count, k);
+    // While C is unchecked (a batch crossed a C-rebuild), its checksums are computed
+    // at its deferred check from U's σ then: keep σ_U(index) as of that C-rebuild (the
+    // old leaf, checked against rootU above), unless this block is already in the
+    // snapshot or this write rebuilds C itself (the new C is checked now, from U's σ).
+    let c_snapshot = match (&state.c_snapshot, step) {
+        (Some(snap), WriteStep::Level(_)) => {
+            let mut snap = snap.clone();
+            if !snap.contains_key(&index) {
+                snap.insert(index, sigma_to_u64(&open_u(&keys, &format, index, &old_sealed.0)?));
+            }
+            Some(snap)
+        }
+        _ => None,
+    };
     let built_at = state.total_writes() + 1;
     let mut fetched = 0;
     let (expected_run, expected) = match step {
@@ -529,6 +543,7 @@ pub async fn write(
         sealed_u: B256::from(sealed),
         new_root_u,
         run,
+        c_snapshot,
         rejected: None,
     });
     state.persist()?;
@@ -549,7 +564,7 @@ pub(crate) async fn finish_write(
     state: &mut OwnerState,
     written: Written,
 ) -> anyhow::Result<WriteReport> {
-    let Some(Pending::Write { index, new_root_u, run, .. }) = state.pending.clone() else {
+    let Some(Pending::Write { index, new_root_u, run, c_snapshot, .. }) = state.pending.clone() else {
         bail!("no write is pending");
     };
     let format = state.format()?;
@@ -589,9 +604,16 @@ pub(crate) async fn finish_write(
                 *slot = Some(RunEntry { run: written.run, root: written.run_root, sigma, unchecked: false });
             }
             state.write_count += 1;
+            if c_snapshot.is_some() {
+                state.c_snapshot = c_snapshot;
+            }
         }
         None => {
+            // The new C was spot-checked above against U's σ now: an older C that a
+            // batch left unchecked is gone from the state (no digest ever named it),
+            // and its snapshot with it.
             state.levels.iter_mut().for_each(|l| *l = None);
+            state.c_snapshot = None;
             state.c = Some(RunEntry { run: written.run, root: written.run_root, sigma: None, unchecked: false });
             state.write_count = 0;
             state.rebuild_count += 1;
