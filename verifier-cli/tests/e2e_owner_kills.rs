@@ -305,7 +305,8 @@ fn attempt(c: &mut Campaign, log: &mut Log, args: &[&str], moment: Moment, delay
             break;
         }
         seen.push_str(&log.new_text());
-        let after_commit = seen.find("write applied").map(|i| &seen[i..]);
+        // A single write logs "write applied", a batch "write batch applied".
+        let after_commit = seen.find("write applied").or_else(|| seen.find("write batch applied")).map(|i| &seen[i..]);
         let fire = match moment {
             Moment::NodeAfterCommit => after_commit.is_some(),
             Moment::NodeDuringSpotCheck => after_commit.is_some_and(|s| s.contains("\"samples\"")),
@@ -314,7 +315,8 @@ fn attempt(c: &mut Campaign, log: &mut Log, args: &[&str], moment: Moment, delay
                 after_commit.is_some_and(|s| s.lines().next().is_some_and(|l| l.contains("C@")) && s.contains("store-sealed"))
             }
             Moment::NodeRandom | Moment::CliRandom => started.elapsed() >= delay,
-            Moment::CliAfterIntent => std::fs::read_to_string(&state_path).is_ok_and(|s| s.contains("\"kind\": \"write\"")),
+            // A single write's intent ("write") or a batch's ("write_batch").
+            Moment::CliAfterIntent => std::fs::read_to_string(&state_path).is_ok_and(|s| s.contains("\"kind\": \"write")),
             Moment::NodeAfterUploadCommit => seen.contains("upload finished"),
             Moment::CliAfterUploadIntent => {
                 std::fs::read_to_string(&state_path).is_ok_and(|s| s.contains("\"kind\": \"upload_finish\""))
@@ -373,19 +375,31 @@ fn run_campaign(c: &mut Campaign, kills: usize, seed: u64) {
     let mut recovered_not_applied = 0usize;
     let mut attempts = 0usize;
     let mut typical = Duration::from_millis(300);
+    let mut batches = 0usize;
     let blk = c.world.path("blk");
     let blk = blk.to_str().unwrap().to_string();
     while done < kills {
         attempts += 1;
-        let index = rng.below(N as u64) as usize;
-        let len = 1 + rng.below(BETA as u64) as usize;
-        let data = pseudo_random(len, rng.next());
-        std::fs::write(&blk, &data).unwrap();
+        // One write in four is a batch (`dpor write I1 F1 I2 F2 …`) of 2..=N + 4
+        // writes, so batches cross C-rebuilds and single writes follow them.
+        let count = if rng.below(4) == 0 { 2 + rng.below(N as u64 + 3) as usize } else { 1 };
+        let mut writes = Vec::with_capacity(count);
+        let mut args = vec!["write".to_string()];
+        for j in 0..count {
+            let index = rng.below(N as u64) as usize;
+            let len = 1 + rng.below(BETA as u64) as usize;
+            let data = pseudo_random(len, rng.next());
+            let f = if count == 1 { blk.clone() } else { format!("{blk}-{j}") };
+            std::fs::write(&f, &data).unwrap();
+            args.extend([index.to_string(), f]);
+            writes.push((index, data));
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let moment = MOMENTS[armed];
         let delay = Duration::from_micros(rng.below(typical.as_micros() as u64 + 1));
         let before = c.total_writes();
         let t = Instant::now();
-        let a = attempt(c, &mut log, &["write", &index.to_string(), &blk], moment, delay);
+        let a = attempt(c, &mut log, &args, moment, delay);
         if !a.killed {
             assert!(a.cli_ok, "write {attempts} failed without any kill (the owner is stuck):\n{}\n{}\nnode log:\n{}",
                 std::fs::read_to_string(c.world.path("cli.out")).unwrap_or_default(),
@@ -401,8 +415,8 @@ fn run_campaign(c: &mut Campaign, kills: usize, seed: u64) {
             let s = c.owner_state();
             assert!(s.get("pending").is_none_or(|p| p.is_null()), "the owner's request is still unsettled after `status`: {s}");
             let after = c.total_writes();
-            assert!(after == before || after == before + 1, "total writes went from {before} to {after}");
-            let applied = after == before + 1;
+            assert!(after == before || after == before + count as u64, "total writes went from {before} to {after} ({count} sent)");
+            let applied = after == before + count as u64;
             if applied {
                 recovered_applied += 1;
             } else {
@@ -410,11 +424,14 @@ fn run_campaign(c: &mut Campaign, kills: usize, seed: u64) {
             }
             applied
         };
-        assert_eq!(c.total_writes(), before + applied as u64, "attempt {attempts}");
+        assert_eq!(c.total_writes(), before + if applied { count as u64 } else { 0 }, "attempt {attempts}");
         if applied {
-            let block = &mut model[index * BETA..(index + 1) * BETA];
-            block.fill(0);
-            block[..len].copy_from_slice(&data);
+            for (index, data) in &writes {
+                let block = &mut model[index * BETA..(index + 1) * BETA];
+                block.fill(0);
+                block[..data.len()].copy_from_slice(data);
+            }
+            batches += (count > 1) as usize;
         }
         armed_for += 1;
         if a.killed {
@@ -439,7 +456,7 @@ fn run_campaign(c: &mut Campaign, kills: usize, seed: u64) {
         }
     }
     eprintln!(
-        "kill campaign: {attempts} writes, {done} kills {:?}, {} node restarts; interrupted writes settled as applied {recovered_applied}, not applied {recovered_not_applied}",
+        "kill campaign: {attempts} writes ({batches} of them batches applied), {done} kills {:?}, {} node restarts; interrupted writes settled as applied {recovered_applied}, not applied {recovered_not_applied}",
         MOMENTS.iter().zip(&by_moment).collect::<Vec<_>>(),
         c.restarts - 1
     );
@@ -449,6 +466,7 @@ fn run_campaign(c: &mut Campaign, kills: usize, seed: u64) {
         }
         // A CLI killed after saving its intent always leaves a write to settle.
         assert!(recovered_applied > 0, "no interrupted write was settled as applied");
+        assert!(batches > 0, "no batch of writes was applied");
     }
 
     // Nothing lost: the whole file, both ways, equals the model.
@@ -594,5 +612,112 @@ fn upload_and_checkpoint_campaign(c: &mut Campaign, seed: u64) {
     let audit = c.cli_ok(&["audit", &deal]);
     assert_eq!(audit["passed"], true, "{audit}");
     assert_eq!(audit["version"], c.owner_state()["digest_version"], "the audit did not use the owner's last digest: {audit}");
+    c.assert_whole(&model);
+}
+
+/// One step of [`mixed_writes_campaign`]: `dpor write I F` (one block) or `dpor write
+/// I1 F1 I2 F2 …` (a batch of this many writes).
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    Single,
+    Batch(usize),
+}
+
+/// A batch that crosses a C-rebuild leaves C unchecked until the next checkpoint; a
+/// single-block write after it once left the owner's C snapshot behind, and the
+/// checkpoint then accused the honest node (C failing every sample), saved the
+/// failure and refused every later checkpoint, resize and secret audit. Here the
+/// sequence and its neighbours (batch then batch, singles then batch), each without
+/// and with a kill -9 of the node once it has committed the second step, then `dpor
+/// checkpoint`, which must pass; at the end a public audit of the last digest, a
+/// download and an extraction must all give the model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_and_single_writes_across_c_rebuilds_then_checkpoint_with_and_without_kills() {
+    let seed: u64 = std::env::var("DPOR_KILL_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eed);
+    within(900, async move {
+        let mut c = Campaign::new(World::start().await);
+        tokio::task::block_in_place(|| mixed_writes_campaign(&mut c, seed));
+        // A public audit of epoch 0 against the last posted digest.
+        let deal_id = c.owner_state()["deal"].as_u64().unwrap();
+        let start = c.world.client(OWNER).await.epoch_window(deal_id, 0).await.expect("epoch window").start;
+        c.world.dev.warp_to(start).await.expect("warp");
+        let audit = tokio::task::block_in_place(|| c.cli_ok(&["audit", &deal_id.to_string()]));
+        assert_eq!(audit["passed"], true, "{audit}");
+        assert_eq!(audit["version"], c.owner_state()["digest_version"], "{audit}");
+    })
+    .await;
+}
+
+fn mixed_writes_campaign(c: &mut Campaign, seed: u64) {
+    use Step::*;
+    c.start_node();
+    let mut rng = Rng(seed ^ 0xba7c);
+    let mut model = pseudo_random(N * BETA, seed ^ 11);
+    std::fs::write(c.world.path("file"), &model).unwrap();
+    let file = c.world.path("file");
+    let file = file.to_str().unwrap();
+    let provider = format!("{:?}", c.world.provider);
+    c.cli_ok(&["deal", "open", "--provider", &provider, "--file", file, "--lambda", "16", "--samples", "2", "--epochs", "100", "--mint", "--cache-levels", "1"]);
+    c.cli_ok(&["upload", file]);
+    c.cli_ok(&["checkpoint"]);
+    let mut log = Log { path: c.world.path("kill-node.log"), offset: 0 };
+    // N = 16: a batch of 17 or more writes always crosses a C-rebuild.
+    let sequences: [&[Step]; 4] = [
+        &[Batch(N + 1), Single],
+        &[Batch(N + 3), Batch(3)],
+        &[Single, Single, Batch(N + 1)],
+        &[Batch(N + 2), Single, Batch(2), Single],
+    ];
+    let mut kills = 0;
+    for kill in [false, true] {
+        for steps in sequences {
+            for (k, step) in steps.iter().enumerate() {
+                let count = match step {
+                    Single => 1,
+                    Batch(n) => *n,
+                };
+                let mut args = vec!["write".to_string()];
+                let mut writes = Vec::with_capacity(count);
+                for j in 0..count {
+                    let index = rng.below(N as u64) as usize;
+                    let data = pseudo_random(1 + rng.below(BETA as u64) as usize, rng.next());
+                    let f = c.world.path(&format!("mixed-{j}"));
+                    std::fs::write(&f, &data).unwrap();
+                    args.extend([index.to_string(), f.to_str().unwrap().to_string()]);
+                    writes.push((index, data));
+                }
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                let before = c.total_writes();
+                // The node is killed once it has committed the step after the first.
+                if kill && k == 1 {
+                    let a = attempt(c, &mut log, &args, Moment::NodeAfterCommit, Duration::ZERO);
+                    assert!(a.killed, "{steps:?}: the node was not killed after committing step {k}");
+                    kills += 1;
+                    c.cli_ok(&["status"]);
+                    let after = c.total_writes();
+                    assert!(after == before || after == before + count as u64, "{steps:?}: total writes went from {before} to {after}");
+                    if after == before {
+                        c.cli_ok(&args);
+                    }
+                } else {
+                    c.cli_ok(&args);
+                }
+                assert_eq!(c.total_writes(), before + count as u64, "{steps:?} step {k}");
+                for (index, data) in &writes {
+                    let block = &mut model[index * BETA..(index + 1) * BETA];
+                    block.fill(0);
+                    block[..data.len()].copy_from_slice(data);
+                }
+            }
+            // The checkpoint checks every run the batches built (C included) and must
+            // pass against this honest node.
+            let (ok, out, err) = c.cli(&["checkpoint"]);
+            assert!(ok, "{steps:?} (kill: {kill}): the checkpoint accuses the honest node:\n{out}\n{err}\nnode log:\n{}", c.log_tail());
+            let s = c.cli_ok(&["status"]);
+            assert_eq!(s["chain_digest_version"], s["digest_version"], "{steps:?}: {s}");
+            assert_eq!(s["node"]["root_u"], s["root_u"], "{steps:?}: {s}");
+        }
+    }
+    eprintln!("mixed writes: {} sequences, {kills} node kills, {} node restarts", 2 * sequences.len(), c.restarts - 1);
     c.assert_whole(&model);
 }
