@@ -29,11 +29,14 @@
 //! as the request `Err(FrameError)` so that the server **always answers** (with an
 //! error response), and the connection is kept:
 //!
-//! - [`FrameError::TooLarge`]: the length prefix is over the limit. The body is
-//!   neither read nor allocated. After writing its response the server **resets** the
-//!   stream (instead of closing it cleanly), which unblocks a sender still pushing the
-//!   unread body; the client side of this codec still reads the response that was
-//!   sent before the reset.
+//! - [`FrameError::TooLarge`]: the length prefix is over the limit. The body is never
+//!   kept: the server reads and discards the declared number of body bytes (through a
+//!   small fixed buffer; less if the client ends its side of the stream sooner), then
+//!   answers and closes the stream normally. A client that sends its whole request
+//!   before reading (as js-libp2p clients do) is thus never left blocked on an unread
+//!   body and always gets the answer (resetting the stream instead would make such a
+//!   client lose the answer). Like every request, this is bounded in time by the
+//!   request timeout of [`crate::net::NetConfig`], after which the stream is reset.
 //! - [`FrameError::Truncated`]: the stream ended before the prefix or the body was
 //!   complete.
 //! - [`FrameError::Malformed`]: the body is not one CBOR item of the expected type.
@@ -70,6 +73,10 @@ pub const PREFIX_BYTES: usize = 4;
 /// Initial read buffer, in bytes; the buffer then doubles as data arrives, never past
 /// the declared length.
 const INITIAL_READ_CHUNK: usize = 64 * 1024;
+
+/// Buffer through which the server discards the body of an oversized request, in
+/// bytes (see the [module documentation](self)).
+const DISCARD_CHUNK: usize = 8 * 1024;
 
 /// Size limits on frame bodies, in bytes (the 4-byte prefix is not counted).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -148,12 +155,6 @@ impl FrameError {
         err.get_ref().and_then(|e| e.downcast_ref::<FrameError>())
     }
 }
-
-/// Marker error of the server side: the response was written, then the stream is
-/// reset because the request body was left unread (see [`FrameError::TooLarge`]).
-#[derive(Debug, thiserror::Error)]
-#[error("request body over the limit left unread: stream reset after the response")]
-pub struct BodySkipped;
 
 /// Length in bytes of the CBOR body `value` encodes to (no prefix), without
 /// allocating the encoding. A server can check [`Limits::response_fits`] with it.
@@ -272,6 +273,28 @@ pub async fn read_frame<T: AsyncRead + Unpin>(
     Ok(Ok(body))
 }
 
+/// Reads and drops the next `declared` bytes of `io` through a buffer of
+/// [`DISCARD_CHUNK`] bytes (nothing is kept), stopping early at the end of the stream
+/// or on a read error. Returns the number of bytes discarded.
+async fn discard_body<T: AsyncRead + Unpin>(io: &mut T, declared: u64) -> u64 {
+    let mut buf = [0u8; DISCARD_CHUNK];
+    let mut discarded: u64 = 0;
+    while discarded < declared {
+        let want = usize::try_from(declared - discarded)
+            .map_or(DISCARD_CHUNK, |left| left.min(DISCARD_CHUNK));
+        match io.read(&mut buf[..want]).await {
+            Ok(0) => break,
+            Ok(n) => discarded += n as u64,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                tracing::debug!(error = %e, discarded, "discarding an oversized request body stopped");
+                break;
+            }
+        }
+    }
+    discarded
+}
+
 /// A fallback the server gives the codec: for a response whose body would be `len`
 /// bytes, over the limit `max`, the (small) response to send instead, if any.
 pub type OversizeFallback<Resp> = Arc<dyn Fn(u64, u64) -> Option<Resp> + Send + Sync>;
@@ -284,12 +307,10 @@ pub type OversizeFallback<Resp> = Arc<dyn Fn(u64, u64) -> Option<Resp> + Send + 
 /// Outbound requests must be `Ok` (writing an `Err` is an error).
 ///
 /// libp2p clones the codec for every stream; the clone also keeps per-stream state
-/// (whether the request body was left unread, a send error to report).
+/// (a send error to report).
 pub struct Codec<Req, Resp> {
     limits: Limits,
     oversize: Option<OversizeFallback<Resp>>,
-    /// Server side, per stream: the request body was not read (too large).
-    body_skipped: bool,
     /// Client side, per stream: writing the request failed (the server may still have
     /// answered before resetting the stream).
     send_error: Option<String>,
@@ -301,7 +322,6 @@ impl<Req, Resp> Clone for Codec<Req, Resp> {
         Self {
             limits: self.limits,
             oversize: self.oversize.clone(),
-            body_skipped: self.body_skipped,
             send_error: self.send_error.clone(),
             _types: PhantomData,
         }
@@ -330,7 +350,6 @@ impl<Req, Resp> Codec<Req, Resp> {
         Self {
             limits,
             oversize: None,
-            body_skipped: false,
             send_error: None,
             _types: PhantomData,
         }
@@ -393,8 +412,15 @@ where
         T: AsyncRead + Unpin + Send,
     {
         let frame = read_frame(io, self.limits.max_request_bytes).await?;
-        if matches!(frame, Err(FrameError::TooLarge { .. })) {
-            self.body_skipped = true;
+        if let Err(FrameError::TooLarge { got, .. }) = frame {
+            // Let the client finish sending (it may read only once its request is
+            // out) and drop what it sends; the answer follows.
+            let discarded = discard_body(io, got).await;
+            tracing::debug!(
+                declared = got,
+                discarded,
+                "oversized request body discarded"
+            );
         }
         Ok(frame.and_then(|body| decode_body(&body)))
     }
@@ -432,9 +458,9 @@ where
         let req = req.map_err(FrameError::into_io)?;
         let frame =
             encode_frame(&req, self.limits.max_request_bytes).map_err(FrameError::into_io)?;
-        // If the server stops reading (e.g. our request is over its limit) it answers
-        // and resets the stream; the response may already be buffered, so remember the
-        // error and still try to read the response.
+        // If sending fails (the stream broke, or a server that stopped reading reset
+        // it), a response may already be buffered: remember the error and still try
+        // to read the response.
         let written = async {
             io.write_all(&frame).await?;
             io.flush().await
@@ -459,11 +485,6 @@ where
         let frame = self.response_frame(&res).map_err(FrameError::into_io)?;
         io.write_all(&frame).await?;
         io.flush().await?;
-        if self.body_skipped {
-            // Fail the stream so libp2p resets it rather than closing it cleanly:
-            // a peer blocked writing the unread body is released at once.
-            return Err(io::Error::other(BodySkipped));
-        }
         Ok(())
     }
 }

@@ -6,8 +6,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use dpor_proto::codec::{
-    decode_body, encode_frame, encoded_len, BodySkipped, Codec, FrameError, Limits,
-    MAX_FRAME_BYTES, PROTOCOL,
+    decode_body, encode_frame, encoded_len, Codec, FrameError, Limits, MAX_FRAME_BYTES, PROTOCOL,
 };
 use futures::executor::block_on;
 use futures::io::Cursor;
@@ -133,7 +132,8 @@ fn malformed_cbor_is_malformed() {
 }
 
 #[test]
-fn huge_length_prefix_is_too_large_without_reading_or_allocating() {
+fn huge_length_prefix_is_too_large_and_its_body_is_discarded_not_kept() {
+    // Declares 2 GiB, sends 1000 bytes and ends the stream.
     let mut bytes = (1u32 << 31).to_be_bytes().to_vec();
     bytes.extend_from_slice(&[0u8; 1000]);
     let mut codec = C::default();
@@ -146,20 +146,46 @@ fn huge_length_prefix_is_too_large_without_reading_or_allocating() {
             max: MAX_FRAME_BYTES
         })
     );
-    assert_eq!(probe.pos, 4, "the body must not be read");
-    assert_eq!(probe.largest_buf, 4, "no body buffer");
-    // The response is still written, then the stream is failed so libp2p resets it.
-    let mut out = Cursor::new(Vec::new());
-    let err = block_on(codec.write_response(&PROTOCOL, &mut out, Resp::Error("too large".into())))
-        .unwrap_err();
-    assert!(
-        err.get_ref().is_some_and(|e| e.is::<BodySkipped>()),
-        "{err}"
+    assert_eq!(
+        probe.pos, 1004,
+        "the body sent is read to the end of the stream"
     );
+    assert!(
+        probe.largest_buf <= 8 * 1024,
+        "no body buffer: {}",
+        probe.largest_buf
+    );
+    // The response is written whole, and the stream ends normally.
+    let mut out = Cursor::new(Vec::new());
+    block_on(codec.write_response(&PROTOCOL, &mut out, Resp::Error("too large".into()))).unwrap();
     let mut io = Cursor::new(out.into_inner());
     assert_eq!(
         block_on(C::default().read_response(&PROTOCOL, &mut io)).unwrap(),
         Resp::Error("too large".into())
+    );
+
+    // Declares 100 000 bytes over a limit of 100, sends them and more: exactly the
+    // declared body is discarded, in small reads, nothing past it.
+    let small = Limits {
+        max_request_bytes: 100,
+        max_response_bytes: 100,
+    };
+    let mut bytes = 100_000u32.to_be_bytes().to_vec();
+    bytes.resize(4 + 100_000 + 500, 7);
+    let mut probe = Probe::new(bytes);
+    let out = block_on(C::new(small).read_request(&PROTOCOL, &mut probe)).unwrap();
+    assert_eq!(
+        out,
+        Err(FrameError::TooLarge {
+            got: 100_000,
+            max: 100
+        })
+    );
+    assert_eq!(probe.pos, 4 + 100_000);
+    assert!(
+        probe.largest_buf <= 8 * 1024,
+        "no body buffer: {}",
+        probe.largest_buf
     );
 }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use libp2p::identity::Keypair;
-use libp2p::request_response::{Event, InboundFailure, Message, ProtocolSupport, ResponseChannel};
+use libp2p::request_response::{Event, Message, ProtocolSupport, ResponseChannel};
 use libp2p::swarm::SwarmEvent;
 use libp2p::{Multiaddr, PeerId, Swarm};
 use serde::de::DeserializeOwned;
@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use super::{build_swarm, Behaviour, NetConfig, NetError};
-use crate::codec::{BodySkipped, Codec, FrameError};
+use crate::codec::{Codec, FrameError};
 
 /// Answers requests. Implemented by the storage node; called once per inbound request,
 /// each call in its own task, possibly many at once.
@@ -232,7 +232,7 @@ async fn run<Req, Resp, H>(
                     });
                 }
                 SwarmEvent::Behaviour(Event::InboundFailure { peer, request_id, error, .. }) => {
-                    log_inbound_failure(peer, request_id, &error);
+                    tracing::info!(%peer, %request_id, %error, "inbound request failed");
                 }
                 SwarmEvent::Behaviour(Event::ResponseSent { .. }) => {}
                 SwarmEvent::Behaviour(Event::Message { message: Message::Response { .. }, .. })
@@ -261,17 +261,4 @@ async fn run<Req, Resp, H>(
         }
     }
     tracing::info!(peer_id = %swarm.local_peer_id(), "dpor server stopped");
-}
-
-fn log_inbound_failure(
-    peer: PeerId,
-    request_id: libp2p::request_response::InboundRequestId,
-    error: &InboundFailure,
-) {
-    match error {
-        InboundFailure::Io(e) if e.get_ref().is_some_and(|e| e.is::<BodySkipped>()) => {
-            tracing::debug!(%peer, %request_id, "answered an oversized request; stream reset");
-        }
-        _ => tracing::info!(%peer, %request_id, %error, "inbound request failed"),
-    }
 }
