@@ -65,7 +65,9 @@ pub enum OwnerCommand {
     /// are zero; a shrink drops the blocks past N'), the owner verifies it like a
     /// C-rebuild, then both parties sign the new size and terms and `resizeDeal`
     /// adjusts price, escrow and collateral on chain. Terms default to the deal's
-    /// per-block price and collateral scaled to N'.
+    /// per-block price and collateral scaled to N'. Everything the market and the
+    /// provider check is checked first, before the node resizes; a shard of a
+    /// dispersed file is refused. The terms are kept until the resize is on chain.
     Resize {
         /// N', blocks (a power of two).
         #[arg(long, conflicts_with = "file", required_unless_present = "file")]
@@ -84,7 +86,8 @@ pub enum OwnerCommand {
         mint: bool,
     },
     /// Checkpoint: get the provider's signature on the current digest and post the dual-signed digest on chain.
-    /// While the deal on chain still has the old N (an interrupted `resize`), it submits the resize instead.
+    /// While the deal on chain still has the old N (an interrupted `resize`), it submits the resize instead,
+    /// with the terms the resize was asked with.
     Checkpoint,
     /// Download the whole file (U), verified against rootU, into OUT.
     Download {

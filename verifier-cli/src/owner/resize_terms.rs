@@ -95,7 +95,7 @@ pub async fn check(market: &Market, deal: u64, owner: Address, num_blocks: u64, 
     );
     // The market sets escrow := price × the term's unsettled epochs (escrow / old
     // price; at an old price of 0, at most the term).
-    let unsettled = if d.price_per_epoch != 0 { d.escrow / d.price_per_epoch } else { u128::from(d.num_epochs) };
+    let unsettled = d.escrow.checked_div(d.price_per_epoch).unwrap_or(u128::from(d.num_epochs));
     let escrow = U256::from(terms.price_per_epoch) * U256::from(unsettled);
     ensure!(
         escrow <= U256::from(u128::MAX),
