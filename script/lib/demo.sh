@@ -1,31 +1,51 @@
 # script/lib/demo.sh: what script/demo and script/demo-providers share (sourced, not run).
 # Each script sets `root` (the repository) and calls, in order:
-#   demo_pick_file [FILE]   the real file (default: this machine's C library): $file, $size
-#   demo_build              npm toolchain (Foundry, solc) + release binaries: $dpor, $node_bin, ...
+#   demo_pick_file MIN [FILE]  the real file (default: this machine's C library): $file,
+#                           $size; refused, before anything starts, below MIN bytes
 #   demo_workdir            .demo/run-<pid>/ and the cleanup that stops every process started
+#   demo_build              npm toolchain (Foundry, solc) + release binaries, copied into
+#                           .demo/run-<pid>/bin: $dpor, $node_bin, $beacon_bin
 #   demo_chain              anvil + DrandBeacon + Deploy: $rpc, $token, $market, $manifest
 # and then uses the helpers (say/info/fail, value and chain helpers, launch_node).
 # Knobs: DEMO_UPLOAD_SECONDS (deal upload window, s; default 1 day, the floor),
 # DEMO_ACCOUNTS (anvil's funded accounts; default 10), fail_log (the log `fail` shows).
 
 # ---------------------------------------------------------------- output helpers
+# fd 3: the demo's own stderr, kept for `fail` and the cleanup, so that their lines are
+# seen even when they run inside a redirection (a probe of `wait_for`, a `$(...)`).
+exec 3>&2
+demo_pid=$$
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 info() { printf '   %s\n' "$*"; }
+# fail MESSAGE: prints "demo: FAIL: MESSAGE" (and the last lines of the node log) on the
+# demo's stderr and ends the demo, running the cleanup. Called inside a subshell (a
+# `$(...)`, a pipeline, a probe), where `exit` would only leave the subshell, it also
+# signals the demo's shell, which then exits 1 through the same cleanup.
 fail() {
-  echo "demo: FAIL: $*" >&2
-  local log="${work:-}/${fail_log:-node.log}"
-  if [ -n "${work:-}" ] && [ -f "$log" ]; then
-    echo "---- last lines of the node log ($log):" >&2
-    tail -n 25 "$log" >&2 || true
+  {
+    echo "demo: FAIL: $*"
+    local log="${work:-}/${fail_log:-node.log}"
+    if [ -n "${work:-}" ] && [ -f "$log" ]; then
+      echo "---- last lines of the node log ($log):"
+      tail -n 25 "$log" || true
+    fi
+  } >&3 2>&1
+  demo_failed=1
+  if [ "$BASHPID" != "$demo_pid" ]; then
+    kill -USR1 "$demo_pid" 2>/dev/null || true
   fi
   exit 1
 }
+demo_failed=0
+trap 'demo_failed=1; exit 1' USR1
 
 # ---------------------------------------------------------------- the file
 BETA=4096
-# demo_pick_file [FILE]: sets $file (absolute) and $size (bytes).
+# demo_pick_file MIN [FILE]: sets $file (absolute) and $size (bytes); refuses a file of
+# fewer than MIN bytes before anything is built or started.
 demo_pick_file() {
-  file="${1:-}"
+  local min="$1"
+  file="${2:-}"
   if [ -z "$file" ]; then
     # A real binary every Linux machine has, of a few MiB: the C library this shell runs on.
     file="$(ldd /bin/sh 2>/dev/null | awk '/libc\.so/ {print $3; exit}')"
@@ -37,8 +57,13 @@ demo_pick_file() {
   [ -n "$file" ] && [ -f "$file" ] || fail "no such file: '${file}' (usage: $0 [FILE])"
   file="$(readlink -f "$file")"
   size="$(stat -c %s "$file")"
-  [ "$size" -ge $((2 * BETA)) ] || fail "$file is $size bytes; the demo needs at least $((2 * BETA)) (two blocks)"
+  [ "$size" -ge "$min" ] || fail "$file is $size bytes; $(basename "$0") needs a file of at least $min bytes"
 }
+# blocks_of BYTES: N for a file of BYTES, as `dpor deal open --file` sets it (the next
+# power of two of the number of β-byte blocks).
+blocks_of() { local b=$(( ($1 + BETA - 1) / BETA )) n=1; while [ "$n" -lt "$b" ]; do n=$(( n * 2 )); done; echo "$n"; }
+# about_minutes SECONDS: "about M minutes", for an estimate.
+about_minutes() { local m=$(( ($1 + 30) / 60 )); [ "$m" -ge 1 ] || m=1; echo "about $m minute$([ "$m" = 1 ] || echo s)"; }
 
 # ---------------------------------------------------------------- toolchain and build
 # demo_build: sets $forge, $anvil, $cast (Foundry), $node_bin, $dpor, $beacon_bin.
@@ -56,13 +81,29 @@ demo_build() {
   command -v node >/dev/null || fail "node (Node.js) is needed"
 
   say "cargo build --release (dpor-node with its testing switches, dpor)"
-  # Feature `testing` adds the node's cheat modes (`misbehave`); the demo's node may use them.
-  cargo build --release --locked -p dpor-node -p dpor-cli -p dpor-beacon --features dpor-node/testing
-  target="${CARGO_TARGET_DIR:-$root/target}"
-  node_bin="$target/release/dpor-node"
-  dpor="$target/release/dpor"
-  beacon_bin="$target/release/dpor-beacon"
-  [ -x "$node_bin" ] && [ -x "$dpor" ] && [ -x "$beacon_bin" ] || fail "the release binaries are missing under $target/release"
+  # Feature `testing` adds the node's cheat modes (`misbehave`); the demo's node uses them.
+  cargo build --release --locked -p dpor-node -p dpor-cli -p dpor-beacon --features dpor-node/testing \
+    || fail "cargo build --release failed"
+  # The binaries just built are copied into the run directory at once and only the copies
+  # are run: the shared target directory may be rebuilt meanwhile (a plain release build
+  # drops the node's testing modes, a half-finished one leaves no binary at all). A copy
+  # is a hard link where it can be (no disk of its own, 80 MB each otherwise): cargo and
+  # the linker replace a binary by a new file, never rewrite it in place, so the link
+  # keeps the bytes built here.
+  local target="${CARGO_TARGET_DIR:-$root/target}" b
+  mkdir -p "$work/bin"
+  for b in dpor-node dpor dpor-beacon; do
+    [ -f "$target/release/$b" ] || fail "no $target/release/$b after the build"
+    ln -f "$target/release/$b" "$work/bin/$b" 2>/dev/null || cp "$target/release/$b" "$work/bin/$b" \
+      || fail "cannot copy $target/release/$b into $work/bin"
+  done
+  node_bin="$work/bin/dpor-node"
+  dpor="$work/bin/dpor"
+  beacon_bin="$work/bin/dpor-beacon"
+  # (`--misbehave` is hidden from --help; a testing build names its modes for a bad one.)
+  case "$("$node_bin" run --misbehave '?' 2>&1 || true)" in *commit-wrong*) true ;; *) false ;; esac \
+    || fail "$target/release/dpor-node was rebuilt without its testing modes before the demo copied it; run the demo again"
+  info "binaries copied to $work/bin (the demo runs these copies)"
 }
 
 # ---------------------------------------------------------------- work dir and cleanup
@@ -74,15 +115,27 @@ demo_workdir() {
   mkdir -p "$work"
   pids=()
   groups=() # pids that lead their own process group (setsid): the cleanup kills the group
-  trap cleanup EXIT
-  trap 'exit 130' INT TERM
+  trap "cleanup 2>/dev/null" EXIT # (its lines go to fd 3; bash may warn "wait_for: No record of process")
+  trap 'demo_failed=1; echo "demo: interrupted" >&3; exit 130' INT TERM
 }
 cleanup() {
   local code=$?
-  for pid in "${groups[@]}"; do kill -- "-$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  if [ "$code" -ne 0 ]; then echo "demo: stopped every process it started; files in $work" >&2; fi
+  trap - USR1
+  # A command that failed under `set -e` outside `fail` (none should) still says so.
+  if [ "$code" -ne 0 ] && [ "$demo_failed" = 0 ]; then
+    echo "demo: FAIL: exit $code at: $BASH_COMMAND" >&3
+  fi
+  {
+    for pid in "${groups[@]}"; do kill -- "-$pid" || true; done
+    for pid in "${pids[@]}"; do kill "$pid" || true; done
+    for pid in "${pids[@]}"; do wait "$pid" || true; done
+  } 2>/dev/null
+  {
+    if [ "$code" -ne 0 ]; then echo "demo: stopped every process it started; files and logs in $work"; fi
+    echo "demo: the run directory takes $(du -sh --exclude=bin "$work" 2>/dev/null | cut -f1) besides bin/ (the binaries it ran," \
+      "$(du -sh "$work/bin" 2>/dev/null | cut -f1), hard links of the build where possible); remove it with: rm -rf $work" \
+      "(every run's: rm -rf $root/.demo/run-*)"
+  } >&3 2>&1
 }
 
 # ---------------------------------------------------------------- values
@@ -101,19 +154,28 @@ jget() { node -e '
   let v=JSON.parse(lines[0]);
   for(const k of process.argv[1].split(".")){ if(v==null)break; v=v[k]; }
   console.log(v==null?"":(typeof v==="object"?JSON.stringify(v):String(v)))' "$1"; }
+# Fields $1 $2 … (dot paths) of the first JSON line on stdin, on one line, separated by
+# spaces ("-" if absent): one process for several fields (`read -r a b c < <(… | jgets …)`).
+jgets() { node -e '
+  const lines=require("fs").readFileSync(0,"utf8").split("\n").filter(l=>l.trim().startsWith("{"));
+  const j=lines.length?JSON.parse(lines[0]):{};
+  console.log(process.argv.slice(1).map(p=>{let v=j;for(const k of p.split(".")){if(v==null)break;v=v[k];}
+    return v==null||v===""?"-":String(v).replace(/\s+/g,"_")}).join(" "))' "$@"; }
 # Field $1 (index) of a cast --json tuple on stdin.
 field() { node -e 'const v=JSON.parse(require("fs").readFileSync(0,"utf8"));const t=Array.isArray(v[0])?v[0]:v;console.log(JSON.stringify(t[+process.argv[1]]).replace(/^"|"$/g,""))' "$1"; }
-# wait_for DESCRIPTION TIMEOUT_SECONDS COMMAND...: polls COMMAND every 0.5 s.
+# wait_for DESCRIPTION TIMEOUT_SECONDS COMMAND...: runs COMMAND every 0.5 s until it
+# succeeds. COMMAND runs in a subshell, its output kept in $work/wait.out (the last
+# try); a `fail` inside it ends the demo with its message (see `fail`); a timeout fails
+# with "timed out after …s waiting for DESCRIPTION" and the probe's last output.
 wait_for() {
   local what="$1" timeout="$2"; shift 2
-  local deadline=$(( $(date +%s) + timeout ))
-  until "$@" >/dev/null 2>&1; do
-    [ "$(date +%s)" -lt "$deadline" ] || fail "timed out after ${timeout}s waiting for $what"
+  local deadline=$(( $(date +%s) + timeout )) out="${work:-/tmp}/wait.out"
+  until ( "$@" ) >"$out" 2>&1; do
+    [ "$(date +%s)" -lt "$deadline" ] \
+      || fail "timed out after ${timeout}s waiting for $what$([ -s "$out" ] && printf '; the last try said: %s' "$(tail -n 3 "$out")")"
     sleep 0.5
   done
 }
-
-# ---------------------------------------------------------------- chain
 
 # ---------------------------------------------------------------- chain
 chain_time() { "$cast" block latest -f timestamp --rpc-url "$rpc"; }
@@ -123,7 +185,7 @@ demo_chain() {
   port="$(free_port)"
   rpc="http://127.0.0.1:$port"
   # The real anvil, in its own process group so that the cleanup ends the whole group.
-  setsid "$anvil" --accounts "${DEMO_ACCOUNTS:-10}" --host 127.0.0.1 --port "$port" --block-time 1 --silent >"$work/anvil.log" 2>&1 &
+  setsid "$anvil" --accounts "${DEMO_ACCOUNTS:-10}" --host 127.0.0.1 --port "$port" --block-time 1 --silent >"$work/anvil.log" 2>&1 3>&- &
   pids+=($!)
   groups+=($!)
   wait_for "anvil on $rpc" 30 "$cast" chain-id --rpc-url "$rpc"
@@ -175,7 +237,7 @@ launch_node() {
   local name="$1" key="$2" p="$3"; shift 3
   RUST_LOG="info,libp2p=warn,dpor_node::handler=debug" "$node_bin" run --config "$work/node.toml" --data-dir "$work/$name" \
     --listen "/ip4/127.0.0.1/tcp/$p" --rpc-url "$rpc" --market "$market" --provider-key-file "$key" \
-    --addr-file "$work/$name.addr" --poll-interval-ms 500 "$@" >>"$work/$name.log" 2>&1 &
+    --addr-file "$work/$name.addr" --poll-interval-ms 500 "$@" >>"$work/$name.log" 2>&1 3>&- &
   launched=$!
   pids+=("$launched")
 }
