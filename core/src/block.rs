@@ -17,6 +17,12 @@ pub const DEFAULT_BLOCK_BYTES: usize = 4096;
 /// Largest accepted block size β in bytes (1 MiB).
 pub const MAX_BLOCK_BYTES: usize = 1 << 20;
 
+/// Largest β·K the market accepts, in bytes (`DealManager.MAX_EPOCH_PROOF_DATA`): the
+/// data the K whole coded blocks of one epoch proof carry. At the bound an epoch proof
+/// is about 76 KB of calldata and 4.4 M gas (docs/CONTRACTS.md, threat model); without
+/// it an owner could open a deal whose proofs no transaction can carry.
+pub const MAX_EPOCH_PROOF_DATA_BYTES: u64 = 1 << 16;
+
 /// Largest supported log2 of the padded block count N (N ≤ 2^31, so 2N fits the
 /// field's two-adicity of 32).
 pub const MAX_LOG_BLOCKS: u32 = 31;

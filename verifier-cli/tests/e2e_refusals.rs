@@ -4,7 +4,8 @@
 //! no transaction (deal count, balances, allowance, deals' size and terms on chain), no
 //! request that changes the node (its deal status), no change to the owner's state.
 //!
-//! - `deal open` of 2^40 blocks, past the provider's room, or without the tokens;
+//! - `deal open` of 2^40 blocks, past the provider's room, without the tokens, or with
+//!   β·K above what an epoch proof may carry;
 //! - `audit` before the deal's first epoch names epoch 0;
 //! - byte-range edits past N·β point to `dpor resize`;
 //! - `resize` with terms the node refuses (price 1, collateral above its rate), and a
@@ -118,6 +119,9 @@ async fn single_deal_bad_input_is_refused_before_anything_changes() {
         refused(&open("1099511627776", true).await, "deal open --blocks 2^40", "at most 2^31");
         refused(&open("33554432", true).await, "deal open past the provider's capacity", "has room for 16777216 more blocks");
         refused(&open("4", false).await, "deal open without the escrow's tokens", "holds 0 tokens");
+        // β·K above 64 KiB: epoch proofs no transaction can carry (the market refuses it too).
+        let args = ["deal", "open", "--provider", provider.as_str(), "--blocks", "4", "--block-bytes", "65536", "--samples", "2", "--mint"];
+        refused(&w.dpor(OWNER, &args).await, "deal open with unprovable blocks", "an epoch proof may carry");
         assert_eq!(market.deal_count().await.unwrap(), 0, "a refused deal open sent a transaction");
         assert_eq!(market.balance_of(owner).await.unwrap(), balance);
         assert_eq!(market.allowance(owner).await.unwrap(), allowance, "a refused deal open approved tokens");

@@ -12,6 +12,14 @@ abstract contract DealManager is MarketBase {
     uint256 internal constant MAX_BLOCKS = 1 << 40;
     /// @dev Largest block size accepted (1 MiB).
     uint256 internal constant MAX_BLOCK_SIZE = 1 << 20;
+    /// @dev Largest β·K accepted, in bytes (64 KiB): the data the K whole coded blocks
+    ///      of one epoch proof carry. An epoch proof is then at most ≈ 76 KB of calldata
+    ///      and about 4.4 M gas (contracts/test/attacks/F12_UnprovableBlockSize.t.sol
+    ///      measures it), well below EIP-7825's cap of 2^24 gas per transaction.
+    ///      Without it an owner could open a deal with β = 1 MiB, whose proof (1.2 MB,
+    ///      ≈ 64 M gas) no transaction can carry: the provider would miss every epoch
+    ///      and lose its whole collateral to the owner (second review, high).
+    uint256 internal constant MAX_EPOCH_PROOF_DATA = 1 << 16;
 
     /// @notice Opens a deal with `provider`, escrowing
     ///         pricePerBlockEpoch · numBlocks · numEpochs tokens from the caller (approve first).
@@ -20,7 +28,7 @@ abstract contract DealManager is MarketBase {
     ///      `minCollateralPerBlock` (so a provider cannot lower it just before; finding 8).
     /// @param provider A registered provider.
     /// @param numBlocks N, a power of two (1..2^40).
-    /// @param blockSize β in bytes (1..2^20).
+    /// @param blockSize β in bytes (1..2^20, and β·K ≤ 2^16: {EpochProofTooLarge}).
     /// @param lambda Audit samples per run for off-chain audits (≥ 1).
     /// @param samplesPerEpoch K, on-chain samples per epoch proof (1..8; 0 means 1).
     /// @param numEpochs Duration in epochs (≥ 1).
@@ -47,6 +55,7 @@ abstract contract DealManager is MarketBase {
         if (
             blockSize == 0 || blockSize > MAX_BLOCK_SIZE || lambda == 0 || samplesPerEpoch > 8 || numEpochs == 0
         ) revert InvalidParameter();
+        if (uint256(blockSize) * samplesPerEpoch > MAX_EPOCH_PROOF_DATA) revert EpochProofTooLarge();
         if (pricePerBlockEpoch < p.pricePerBlockEpoch) revert PriceBelowAsk();
         if (p.collateralPerBlock < minCollateralPerBlock) revert CollateralBelowMin();
         uint256 perEpoch = uint256(pricePerBlockEpoch) * numBlocks;

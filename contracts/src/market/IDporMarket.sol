@@ -139,6 +139,8 @@ interface IDporMarket {
     error InsufficientStake();
     error CapacityExceeded();
     error NumBlocksNotPowerOfTwo();
+    /// β·K above 64 KiB: the deal's epoch proofs would not fit a transaction (second review).
+    error EpochProofTooLarge();
     error PriceBelowAsk();
     /// The provider's collateral per block is below the owner's minimum (finding 8).
     error CollateralBelowMin();

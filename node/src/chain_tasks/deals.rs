@@ -80,7 +80,23 @@ impl ChainAgent {
         }
         let Some(params) = self.params else { return };
         match state {
-            DealState::Open if self.config.auto_accept => self.accept(id, info.collateral).await,
+            DealState::Open if self.config.auto_accept => {
+                // Never accept a deal whose epoch proofs no transaction can carry (a
+                // market deployed before it bounded β·K would open one): its every
+                // epoch would be missed and the collateral lost.
+                let data = u64::from(info.block_size) * u64::from(info.samples_per_epoch.max(1));
+                if data > dpor_core::block::MAX_EPOCH_PROOF_DATA_BYTES {
+                    tracing::warn!(
+                        deal = id,
+                        block_size = info.block_size,
+                        samples = info.samples_per_epoch,
+                        "not accepting the deal: β·K = {data} bytes, above the {} an epoch proof may carry",
+                        dpor_core::block::MAX_EPOCH_PROOF_DATA_BYTES
+                    );
+                    return;
+                }
+                self.accept(id, info.collateral).await
+            }
             DealState::Active => {
                 // Epoch first: it pins the digest in force before a newer posted digest
                 // moves the store's "posted" pin (scan_deal_logs).

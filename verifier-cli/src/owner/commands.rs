@@ -7,7 +7,7 @@ use crate::context::Ctx;
 use crate::node_client::OwnerAuth;
 use crate::output::Output;
 use crate::owner_state::{DealParams, OwnerState, DEFAULT_BLOCK_CACHE_LEVELS, DEFAULT_CACHE_LEVELS};
-use dpor_core::block::{MAX_BLOCK_BYTES, MAX_LOG_BLOCKS};
+use dpor_core::block::{MAX_BLOCK_BYTES, MAX_EPOCH_PROOF_DATA_BYTES, MAX_LOG_BLOCKS};
 use alloy::signers::SignerSync;
 use alloy_primitives::{Address, Bytes, B256, U256};
 use anyhow::{bail, ensure, Context};
@@ -117,7 +117,8 @@ pub enum DealCommand {
         /// N, blocks (a power of two).
         #[arg(long)]
         blocks: Option<u64>,
-        /// β, bytes per block.
+        /// β, bytes per block (β·K at most 65536: an epoch proof carries K whole
+        /// coded blocks in one transaction).
         #[arg(long, default_value_t = 4096)]
         block_bytes: u32,
         /// λ, audit samples per run.
@@ -208,7 +209,7 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
             ensure!(n.is_power_of_two(), "N = {n} is not a power of two");
             // What the market and the node would refuse is refused here, before any
             // transaction (issue 21 #4).
-            check_deal_shape(n, block_bytes, lambda, epochs)?;
+            check_deal_shape(n, block_bytes, samples, lambda, epochs)?;
             let p = ctx.market.get_provider(provider).await?;
             ensure!(p.registered, "{provider} is not a registered provider");
             let price = price.unwrap_or(p.price_per_block_epoch);
@@ -683,8 +684,10 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
 
 /// Refuses deal parameters no deal can have: N above 2^[`MAX_LOG_BLOCKS`] (what the
 /// code supports: 2N coded blocks within the field's two-adicity; the market's own
-/// limit, 2^40, is higher), β outside 1..=[`MAX_BLOCK_BYTES`], λ or the term 0.
-fn check_deal_shape(n: u64, block_bytes: u32, lambda: u16, epochs: u32) -> anyhow::Result<()> {
+/// limit, 2^40, is higher), β outside 1..=[`MAX_BLOCK_BYTES`], β·K above
+/// [`MAX_EPOCH_PROOF_DATA_BYTES`] (K = `samples`, 0 meaning 1: the epoch proofs would
+/// not fit a transaction), λ or the term 0.
+fn check_deal_shape(n: u64, block_bytes: u32, samples: u8, lambda: u16, epochs: u32) -> anyhow::Result<()> {
     ensure!(
         n <= 1u64 << MAX_LOG_BLOCKS,
         "N = {n} blocks is more than a deal can hold: at most 2^{MAX_LOG_BLOCKS} = {} blocks (the code needs 2N ≤ 2^32)",
@@ -693,6 +696,12 @@ fn check_deal_shape(n: u64, block_bytes: u32, lambda: u16, epochs: u32) -> anyho
     ensure!(
         block_bytes >= 1 && block_bytes as usize <= MAX_BLOCK_BYTES,
         "--block-bytes {block_bytes}: β must be in 1..={MAX_BLOCK_BYTES}"
+    );
+    let k = u64::from(samples.max(1));
+    ensure!(
+        u64::from(block_bytes) * k <= MAX_EPOCH_PROOF_DATA_BYTES,
+        "--block-bytes {block_bytes} with --samples {k}: β·K = {} bytes is more than the {MAX_EPOCH_PROOF_DATA_BYTES} an epoch proof may carry (its whole coded blocks must fit one transaction); use smaller blocks or fewer samples",
+        u64::from(block_bytes) * k
     );
     ensure!(lambda >= 1, "--lambda 0: an audit needs at least one sample per run");
     ensure!(epochs >= 1, "--epochs 0: a deal lasts at least one epoch");
