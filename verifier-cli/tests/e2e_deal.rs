@@ -50,7 +50,8 @@ async fn deal_life_upload_writes_c_rebuild_download_extract_audit() {
 
         // Download: byte-identical to the file as written.
         let down = w.path("down.bin");
-        w.dpor(OWNER, &["download", down.to_str().expect("path")]).await.expect_ok("download");
+        let j = w.dpor(OWNER, &["download", down.to_str().expect("path")]).await.expect_ok("download");
+        assert!(j["fallback"].is_null(), "U itself must verify, no fallback to extraction: {j}");
         assert!(std::fs::read(&down).expect("down.bin") == expected, "download differs from the file as written");
 
         // Public audit by an account with no secret: passes, recorded on chain (time

@@ -257,7 +257,8 @@ impl Campaign {
     /// Nothing lost: the whole file, downloaded and extracted, equals `model`.
     fn assert_whole(&self, model: &[u8]) {
         let out = self.world.path("download.out");
-        self.cli_ok(&["download", out.to_str().unwrap()]);
+        let j = self.cli_ok(&["download", out.to_str().unwrap()]);
+        assert!(j["fallback"].is_null(), "download fell back to extraction (U failed): {j}");
         assert!(std::fs::read(&out).unwrap() == model, "download differs from the model");
         let out = self.world.path("extract.out");
         self.cli_ok(&["extract", out.to_str().unwrap()]);
@@ -553,7 +554,8 @@ fn upload_and_checkpoint_campaign(c: &mut Campaign, seed: u64) {
             }
         }
         let out = c.world.path("download.out");
-        c.cli_ok(&["download", out.to_str().unwrap()]);
+        let j = c.cli_ok(&["download", out.to_str().unwrap()]);
+        assert!(j["fallback"].is_null(), "upload {k}: download fell back to extraction (U failed): {j}");
         assert!(std::fs::read(&out).unwrap() == model, "upload {k} ({moment:?}): download differs from the file");
         c.cli_ok(&["checkpoint"]);
     }

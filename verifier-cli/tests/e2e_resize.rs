@@ -47,11 +47,13 @@ async fn a_deal_grows_past_n_and_shrinks_with_terms_adjusted_on_chain() {
 
         // The old content is intact (the new blocks are zero), then sync fills it.
         let down = w.path("down.bin");
-        w.dpor(OWNER, &["download", down.to_str().unwrap()]).await.expect_ok("download after growth");
+        let j = w.dpor(OWNER, &["download", down.to_str().unwrap()]).await.expect_ok("download after growth");
+        assert!(j["fallback"].is_null(), "download after growth: U must verify, no fallback to extraction: {j}");
         assert!(std::fs::read(&down).unwrap() == small, "the file before the sync");
         let s = w.dpor(OWNER, &["sync", w.path("big").to_str().unwrap()]).await.expect_ok("sync the larger file");
         assert_eq!(s["report"]["new_bytes"].as_u64(), Some((112 << 10) as u64), "{s}");
-        w.dpor(OWNER, &["download", down.to_str().unwrap()]).await.expect_ok("download after sync");
+        let j = w.dpor(OWNER, &["download", down.to_str().unwrap()]).await.expect_ok("download after sync");
+        assert!(j["fallback"].is_null(), "download after sync: U must verify, no fallback to extraction: {j}");
         assert!(std::fs::read(&down).unwrap() == big, "download differs from the larger file");
         let cp = w.dpor(OWNER, &["checkpoint"]).await.expect_ok("checkpoint after the sync");
         assert_eq!(cp["version"], 3, "{cp}");
@@ -72,7 +74,8 @@ async fn a_deal_grows_past_n_and_shrinks_with_terms_adjusted_on_chain() {
         assert_eq!((shrunk.num_blocks, shrunk.collateral), (8, before.collateral));
         assert_eq!(shrunk.price_per_epoch, before.price_per_epoch);
         assert!(provider_total().await - total_before >= alloy_primitives::U256::from(before.collateral * 3), "the surplus collateral is the provider's");
-        w.dpor(OWNER, &["download", down.to_str().unwrap()]).await.expect_ok("download after shrink");
+        let j = w.dpor(OWNER, &["download", down.to_str().unwrap()]).await.expect_ok("download after shrink");
+        assert!(j["fallback"].is_null(), "download after shrink: U must verify, no fallback to extraction: {j}");
         assert!(std::fs::read(&down).unwrap() == big[..8 * BETA], "download after the shrink");
         let ext = w.path("extract.bin");
         w.dpor(OWNER, &["extract", ext.to_str().unwrap()]).await.expect_ok("extract after the shrink");
