@@ -502,8 +502,8 @@ pub async fn write(
     let c_snapshot = match (&state.c_snapshot, step) {
         (Some(snap), WriteStep::Level(_)) => {
             let mut snap = snap.clone();
-            if !snap.contains_key(&index) {
-                snap.insert(index, sigma_to_u64(&open_u(&keys, &format, index, &old_sealed.0)?));
+            if let std::collections::btree_map::Entry::Vacant(e) = snap.entry(index) {
+                e.insert(sigma_to_u64(&open_u(&keys, &format, index, &old_sealed.0)?));
             }
             Some(snap)
         }
