@@ -6,11 +6,15 @@
 // §4 U leaf, path folded with the index bits).
 //
 //   node clients/js/dpor-read.mjs NODE_MULTIADDR DEAL INDEX ROOT_U_HEX
+//   node clients/js/dpor-read.mjs --too-large NODE_MULTIADDR
 //
 // Prints one JSON line {"index", "block" (hex), "sealed_u", "root_u"} and exits 0 when
 // the block verifies; prints the reason on stderr and exits 1 when it does not (or the
-// node answers an error), 2 on bad arguments. The test
-// verifier-cli/tests/e2e_js_client.rs runs it against a real node.
+// node answers an error), 2 on bad arguments. With --too-large it sends a frame whose
+// prefix declares 8 MiB + 1 body bytes (over the limit) with 1 MiB of body, closes its
+// write side, and exits 0 after printing {"code", "message"} if the node answers the
+// error TooLarge, 1 otherwise. The test verifier-cli/tests/e2e_hygiene.rs runs both against a real
+// node.
 
 import { createLibp2p } from 'libp2p'
 import { tcp } from '@libp2p/tcp'
@@ -96,7 +100,11 @@ function uRoot (index, block, sealedU, path) {
 // One request/response on a new stream: u32be length + CBOR body each way.
 async function request (libp2p, addr, req) {
   const body = cbor.encode(req)
-  const frame = concat(u64be(body.length).subarray(4), body)
+  return exchange(libp2p, addr, concat(u64be(body.length).subarray(4), body))
+}
+
+// Sends one whole frame, closes the write side, then reads and decodes the answer.
+async function exchange (libp2p, addr, frame) {
   const stream = await libp2p.dialProtocol(addr, PROTOCOL)
   stream.send(frame)
   await stream.close() // our write side: the request is complete
@@ -115,7 +123,36 @@ async function request (libp2p, addr, req) {
   return cbor.decode(all.subarray(4))
 }
 
+// --too-large: a frame whose prefix and body are one byte over the limit.
+async function tooLarge (addrText) {
+  let addr
+  try {
+    addr = multiaddr(addrText)
+  } catch (e) {
+    fail(`bad arguments: ${e.message}`, 2)
+  }
+  const libp2p = await createLibp2p({
+    transports: [tcp()],
+    connectionEncrypters: [noise()],
+    streamMuxers: [yamux()]
+  })
+  try {
+    // The prefix declares one byte over the limit; 1 MiB of the body follows (four
+    // Yamux windows: a node that stopped reading would leave us blocked), then our
+    // write side closes. (Not the whole 8 MiB: in our runs a js-libp2p request of
+    // 4,000,000 bytes or more lost its connection to the node, over the limit or not;
+    // 3,000,000 bytes did not. See docs/PROTOCOL.md, Limits.)
+    const declared = MAX_FRAME_BYTES + 1
+    const resp = await exchange(libp2p, addr, concat(u64be(declared).subarray(4), new Uint8Array(1 << 20)))
+    if (resp.Error?.code !== 'TooLarge') fail(`expected the error TooLarge, got ${JSON.stringify(resp)}`)
+    process.stdout.write(JSON.stringify(resp.Error) + '\n')
+  } finally {
+    await libp2p.stop()
+  }
+}
+
 async function main () {
+  if (process.argv[2] === '--too-large') return tooLarge(process.argv[3])
   const [addrText, dealText, indexText, rootHex] = process.argv.slice(2)
   if (!rootHex) fail('usage: dpor-read.mjs NODE_MULTIADDR DEAL INDEX ROOT_U_HEX', 2)
   let addr, deal, index, rootU

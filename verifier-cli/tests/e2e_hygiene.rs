@@ -8,7 +8,8 @@
 //!   --file DIR`, `--samples 0`, `write I EMPTYFILE`;
 //! - a client written in JavaScript from docs/PROTOCOL.md and docs/ENCODING.md alone
 //!   (`clients/js/dpor-read.mjs`: js-libp2p, cbor-x) reads a block from the node and
-//!   verifies it against rootU, and rejects it against any other root.
+//!   verifies it against rootU, and rejects it against any other root; a frame over
+//!   the size limit that it sends whole is answered `TooLarge`, every time.
 //!
 //! See `e2e_harness/mod.rs`.
 
@@ -133,11 +134,16 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
-/// Runs the JavaScript client; returns (exit code, stdout, stderr).
+/// Runs the JavaScript client's read; returns (exit code, stdout, stderr).
 async fn js_read(addr: &str, deal: u64, index: u64, root_u: &str) -> (i32, String, String) {
+    js_run(&[addr, &deal.to_string(), &index.to_string(), root_u]).await
+}
+
+/// Runs the JavaScript client with `args`; returns (exit code, stdout, stderr).
+async fn js_run(args: &[&str]) -> (i32, String, String) {
     let out = tokio::process::Command::new("node")
         .arg(repo_root().join("clients/js/dpor-read.mjs"))
-        .args([addr, &deal.to_string(), &index.to_string(), root_u])
+        .args(args)
         .current_dir(repo_root())
         .stdin(Stdio::null())
         .kill_on_drop(true)
@@ -190,6 +196,17 @@ async fn a_javascript_client_reads_and_verifies_a_block() {
         let (code, _, stderr) = js_read(&w.node_addr, deal + 100, 0, &root_u).await;
         assert_eq!(code, 1);
         assert!(stderr.contains("UnknownDeal"), "{stderr}");
+
+        // A frame over the limit, sent whole before reading (as js-libp2p clients
+        // do), is answered TooLarge every time (a reset stream used to lose it).
+        for round in 0..10 {
+            let (code, stdout, stderr) = js_run(&["--too-large", &w.node_addr]).await;
+            assert_eq!(code, 0, "round {round}: no TooLarge answer:\n{stderr}");
+            assert!(stdout.contains("\"code\":\"TooLarge\""), "round {round}: {stdout}");
+        }
+        // The node still answers on a new connection.
+        let (code, _, stderr) = js_read(&w.node_addr, deal, 0, &root_u).await;
+        assert_eq!(code, 0, "{stderr}");
     })
     .await;
 }
