@@ -141,6 +141,8 @@ interface IDporMarket {
     error NumBlocksNotPowerOfTwo();
     /// β·K above 64 KiB: the deal's epoch proofs would not fit a transaction (second review).
     error EpochProofTooLarge();
+    /// No randomness beacon (blockhash seeds, grindable) on a chain that is not local (second review).
+    error DevSeedsNotLocal();
     error PriceBelowAsk();
     /// The provider's collateral per block is below the owner's minimum (finding 8).
     error CollateralBelowMin();

@@ -83,11 +83,16 @@ abstract contract MarketBase is IDporMarket, ReentrancyGuard, EIP712 {
     uint256 public disputeCount;
 
     /// @dev Reverts {InvalidParameter} on a zero token, a share above 100 % or a duration
-    ///      above {MAX_SECONDS}; {BelowFloor} on a parameter under its floor.
+    ///      above {MAX_SECONDS}; {BelowFloor} on a parameter under its floor;
+    ///      {DevSeedsNotLocal} without a beacon on any chain but a local one (chain id
+    ///      31337: anvil, Hardhat; 1337: Ganache): blockhash seeds are grindable.
     constructor(IERC20 token_, IRandomnessBeacon beacon_, MarketParams memory p, DporVerifier verifier_, address home_)
         EIP712("dpor", "1")
     {
         if (address(token_) == address(0) || p.challengerShareBps > 10_000) revert InvalidParameter();
+        if (address(beacon_) == address(0) && block.chainid != 31337 && block.chainid != 1337) {
+            revert DevSeedsNotLocal();
+        }
         if (
             p.epochSeconds > MAX_SECONDS || p.answerSeconds > MAX_SECONDS || p.graceSeconds > MAX_SECONDS
                 || p.uploadSeconds > MAX_SECONDS || p.exitNoticeEpochs > 1000
