@@ -123,6 +123,15 @@ async function exchange (libp2p, addr, frame) {
   return cbor.decode(all.subarray(4))
 }
 
+// A libp2p node as the dpor node speaks: TCP, Noise, Yamux.
+function newNode () {
+  return createLibp2p({
+    transports: [tcp()],
+    connectionEncrypters: [noise()],
+    streamMuxers: [yamux()]
+  })
+}
+
 // --too-large: a frame whose prefix and body are one byte over the limit.
 async function tooLarge (addrText) {
   let addr
@@ -131,11 +140,7 @@ async function tooLarge (addrText) {
   } catch (e) {
     fail(`bad arguments: ${e.message}`, 2)
   }
-  const libp2p = await createLibp2p({
-    transports: [tcp()],
-    connectionEncrypters: [noise()],
-    streamMuxers: [yamux()]
-  })
+  const libp2p = await newNode()
   try {
     // The prefix declares one byte over the limit; 1 MiB of the body follows (four
     // Yamux windows: a node that stopped reading would leave us blocked), then our
@@ -165,11 +170,7 @@ async function main () {
   } catch (e) {
     fail(`bad arguments: ${e.message}`, 2)
   }
-  const libp2p = await createLibp2p({
-    transports: [tcp()],
-    connectionEncrypters: [noise()],
-    streamMuxers: [yamux()]
-  })
+  const libp2p = await newNode()
   try {
     // Request::Read is a struct variant: a one-key map {variant: {field: value}}.
     const resp = await request(libp2p, addr, { Read: { deal, index } })

@@ -169,6 +169,23 @@ impl Campaign {
         Campaign { world, node: Guard(None), addr: String::new(), restarts: 0, state: "owner.json".into() }
     }
 
+    /// Starts the node, opens a deal (λ = 16, K = 2, cache of level 0) for a
+    /// pseudo-random file of N blocks from `seed`, uploads it (which waits for the
+    /// node's chain agent to accept the deal) and posts its first digest. Returns the
+    /// file: the model the campaign keeps.
+    fn start_with_deal(&mut self, seed: u64) -> Vec<u8> {
+        self.start_node();
+        let model = pseudo_random(N * BETA, seed);
+        let file = self.world.path("file");
+        std::fs::write(&file, &model).unwrap();
+        let file = file.to_str().unwrap();
+        let provider = format!("{:?}", self.world.provider);
+        self.cli_ok(&["deal", "open", "--provider", &provider, "--file", file, "--lambda", "16", "--samples", "2", "--epochs", "100", "--mint", "--cache-levels", "1"]);
+        self.cli_ok(&["upload", file]);
+        self.cli_ok(&["checkpoint"]);
+        model
+    }
+
     /// Writes `data` to block `index` with `dpor write` (no kill) and into `model`.
     fn write_block(&self, model: &mut [u8], index: usize, data: &[u8]) {
         let blk = self.world.path("blk");
@@ -355,17 +372,8 @@ async fn owner_carries_on_after_kill_9_of_node_or_cli_at_any_moment() {
 }
 
 fn run_campaign(c: &mut Campaign, kills: usize, seed: u64) {
-    c.start_node();
     let mut rng = Rng(seed);
-    let mut model = pseudo_random(N * BETA, seed ^ 7);
-    std::fs::write(c.world.path("file"), &model).unwrap();
-    let file = c.world.path("file");
-    let file = file.to_str().unwrap();
-    let provider = format!("{:?}", c.world.provider);
-    c.cli_ok(&["deal", "open", "--provider", &provider, "--file", file, "--lambda", "16", "--samples", "2", "--epochs", "100", "--mint", "--cache-levels", "1"]);
-    // Upload waits for the node's chain agent to accept the deal.
-    c.cli_ok(&["upload", file]);
-    c.cli_ok(&["checkpoint"]);
+    let mut model = c.start_with_deal(seed ^ 7);
 
     let mut log = Log { path: c.world.path("kill-node.log"), offset: 0 };
     let mut done = 0usize;
@@ -652,16 +660,8 @@ async fn batches_and_single_writes_across_c_rebuilds_then_checkpoint_with_and_wi
 
 fn mixed_writes_campaign(c: &mut Campaign, seed: u64) {
     use Step::*;
-    c.start_node();
     let mut rng = Rng(seed ^ 0xba7c);
-    let mut model = pseudo_random(N * BETA, seed ^ 11);
-    std::fs::write(c.world.path("file"), &model).unwrap();
-    let file = c.world.path("file");
-    let file = file.to_str().unwrap();
-    let provider = format!("{:?}", c.world.provider);
-    c.cli_ok(&["deal", "open", "--provider", &provider, "--file", file, "--lambda", "16", "--samples", "2", "--epochs", "100", "--mint", "--cache-levels", "1"]);
-    c.cli_ok(&["upload", file]);
-    c.cli_ok(&["checkpoint"]);
+    let mut model = c.start_with_deal(seed ^ 11);
     let mut log = Log { path: c.world.path("kill-node.log"), offset: 0 };
     // N = 16: a batch of 17 or more writes always crosses a C-rebuild.
     let sequences: [&[Step]; 4] = [
