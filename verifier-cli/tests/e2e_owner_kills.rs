@@ -282,6 +282,20 @@ impl Campaign {
         assert!(std::fs::read(&out).unwrap() == model, "extract differs from the model");
     }
 
+    /// A public audit (`dpor audit`) of epoch 0, once the chain's clock is past its
+    /// start (its seed exists then), must pass against the owner's last posted digest.
+    /// Called from blocking code inside the test's runtime (`block_in_place`).
+    fn assert_audit_passes(&self) {
+        let deal_id = self.owner_state()["deal"].as_u64().unwrap();
+        tokio::runtime::Handle::current().block_on(async {
+            let start = self.world.client(OWNER).await.epoch_window(deal_id, 0).await.expect("epoch window").start;
+            self.world.dev.warp_to(start).await.expect("warp");
+        });
+        let audit = self.cli_ok(&["audit", &deal_id.to_string()]);
+        assert_eq!(audit["passed"], true, "{audit}");
+        assert_eq!(audit["version"], self.owner_state()["digest_version"], "the audit did not use the owner's last digest: {audit}");
+    }
+
     fn owner_state(&self) -> serde_json::Value {
         let text = std::fs::read_to_string(self.world.path(&self.state)).expect("owner state");
         serde_json::from_str(&text).expect("owner state JSON")
@@ -291,6 +305,11 @@ impl Campaign {
         let s = self.owner_state();
         s["rebuild_count"].as_u64().unwrap() * N as u64 + s["write_count"].as_u64().unwrap()
     }
+}
+
+/// The campaigns' pseudo-random seed: `DPOR_KILL_SEED`, else a fixed one.
+fn kill_seed() -> u64 {
+    std::env::var("DPOR_KILL_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eed)
 }
 
 /// The CLI under test: this package's `dpor`, or `DPOR_CLI_BIN` (with `DPOR_NODE_BIN`,
@@ -362,7 +381,7 @@ fn attempt(c: &mut Campaign, log: &mut Log, args: &[&str], moment: Moment, delay
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn owner_carries_on_after_kill_9_of_node_or_cli_at_any_moment() {
     let kills: usize = std::env::var("DPOR_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
-    let seed: u64 = std::env::var("DPOR_KILL_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eed);
+    let seed = kill_seed();
     eprintln!("kill campaign: {kills} kills, seed {seed}");
     within(300 + 30 * kills as u64, async move {
         let mut c = Campaign::new(World::start().await);
@@ -504,7 +523,7 @@ fn run_campaign(c: &mut Campaign, kills: usize, seed: u64) {
 ///   the node's runs against the on-chain digest) must pass and the file must be whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upload_and_checkpoint_carry_on_after_kill_9() {
-    let seed: u64 = std::env::var("DPOR_KILL_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eed);
+    let seed = kill_seed();
     within(900, async move {
         let mut c = Campaign::new(World::start().await);
         tokio::task::block_in_place(|| upload_and_checkpoint_campaign(&mut c, seed));
@@ -612,16 +631,7 @@ fn upload_and_checkpoint_campaign(c: &mut Campaign, seed: u64) {
     assert_eq!(s["chain_digest_version"], v + 1, "{s}");
     eprintln!("upload/checkpoint campaign: {killed_uploads} uploads and {killed_checkpoints} checkpoints killed, {} node restarts", c.restarts - 1);
 
-    // A public audit of epoch 0, whose seed exists once the chain's clock is past its start.
-    let deal_id = c.owner_state()["deal"].as_u64().unwrap();
-    tokio::runtime::Handle::current().block_on(async {
-        let start = c.world.client(OWNER).await.epoch_window(deal_id, 0).await.expect("epoch window").start;
-        c.world.dev.warp_to(start).await.expect("warp");
-    });
-    let deal = deal_id.to_string();
-    let audit = c.cli_ok(&["audit", &deal]);
-    assert_eq!(audit["passed"], true, "{audit}");
-    assert_eq!(audit["version"], c.owner_state()["digest_version"], "the audit did not use the owner's last digest: {audit}");
+    c.assert_audit_passes();
     c.assert_whole(&model);
 }
 
@@ -643,17 +653,10 @@ enum Step {
 /// download and an extraction must all give the model.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batches_and_single_writes_across_c_rebuilds_then_checkpoint_with_and_without_kills() {
-    let seed: u64 = std::env::var("DPOR_KILL_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eed);
+    let seed = kill_seed();
     within(900, async move {
         let mut c = Campaign::new(World::start().await);
         tokio::task::block_in_place(|| mixed_writes_campaign(&mut c, seed));
-        // A public audit of epoch 0 against the last posted digest.
-        let deal_id = c.owner_state()["deal"].as_u64().unwrap();
-        let start = c.world.client(OWNER).await.epoch_window(deal_id, 0).await.expect("epoch window").start;
-        c.world.dev.warp_to(start).await.expect("warp");
-        let audit = tokio::task::block_in_place(|| c.cli_ok(&["audit", &deal_id.to_string()]));
-        assert_eq!(audit["passed"], true, "{audit}");
-        assert_eq!(audit["version"], c.owner_state()["digest_version"], "{audit}");
     })
     .await;
 }
@@ -721,5 +724,6 @@ fn mixed_writes_campaign(c: &mut Campaign, seed: u64) {
         }
     }
     eprintln!("mixed writes: {} sequences, {kills} node kills, {} node restarts", 2 * sequences.len(), c.restarts - 1);
+    c.assert_audit_passes();
     c.assert_whole(&model);
 }
