@@ -15,6 +15,7 @@
 //! - [`merkle`]: keccak256 trees: block roots over chunks, run trees, the U tree.
 //! - [`salvage`]: proving block by block what a damaged provider still serves of a run.
 //! - [`digest`]: the dual-signed EIP-712 digest (DESIGN §7).
+//! - [`commitment`]: epoch commitments: one root per provider per epoch over its deals' responses.
 //! - [`audit`]: positions from a seed, public audit and spot-check verification.
 //! - [`secret_audit`]: the owner's compact secret audit (§5.5): one aggregated block per run.
 //!
@@ -27,6 +28,7 @@ pub mod audit;
 pub mod block;
 pub mod checksum;
 pub mod code;
+pub mod commitment;
 pub mod decode;
 pub mod digest;
 pub mod extract;

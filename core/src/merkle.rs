@@ -125,9 +125,10 @@ impl MerkleTree {
         Ok(Self { layers })
     }
 
-    /// The tree over leaves padded with `B256::ZERO` to the next power of two. Nodes
-    /// whose subtree is all padding are taken from a table instead of being hashed.
-    fn padded(mut leaves: Vec<B256>) -> Self {
+    /// The tree over leaves padded with `B256::ZERO` to the next power of two (no
+    /// leaves: one zero leaf, root `B256::ZERO`). Nodes whose subtree is all padding are
+    /// taken from a table instead of being hashed.
+    pub fn padded(mut leaves: Vec<B256>) -> Self {
         let n = leaves.len().max(1).next_power_of_two();
         let mut real = leaves.len();
         leaves.resize(n, B256::ZERO);
