@@ -400,6 +400,15 @@ impl NodeHandler {
                 }
                 Ok(Response::SecretAudit { runs: proofs })
             }
+            Request::EpochResponse { deal, epoch } => {
+                let kept = self.blocking(move |s| s.epoch_response(deal, epoch)).await?;
+                let bytes = kept.ok_or_else(|| {
+                    Fail::new(ErrorCode::NotFound, format!("no committed response kept for deal {deal} epoch {epoch}"))
+                })?;
+                let resp: dpor_proto::messages::WireEpochResponse = dpor_proto::codec::decode_body(&bytes)
+                    .map_err(|e| Fail::new(ErrorCode::Internal, format!("kept response of deal {deal} epoch {epoch}: {e}")))?;
+                Ok(Response::EpochResponse(resp))
+            }
             Request::Owner(_) => Err(Fail::new(ErrorCode::Internal, "owner request on the public path")),
         }
     }

@@ -196,6 +196,17 @@ pub fn encode_frame<T: Serialize + ?Sized>(value: &T, max: u64) -> Result<Vec<u8
     Ok(buf)
 }
 
+/// Encodes `value` as a CBOR body without a prefix (what [`decode_body`] reads back;
+/// the node keeps committed epoch responses this way).
+///
+/// # Errors
+/// [`FrameError::Encode`] if the value cannot be encoded.
+pub fn encode_body<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, FrameError> {
+    let mut buf = Vec::new();
+    ciborium::ser::into_writer(value, &mut buf).map_err(|e| FrameError::Encode(e.to_string()))?;
+    Ok(buf)
+}
+
 /// Decodes one CBOR body (no prefix) as a `T`.
 ///
 /// # Errors

@@ -255,8 +255,60 @@ pub enum Request {
         /// The runs (each must be live, as for [`Request::Samples`]).
         runs: Vec<SecretRunAsk>,
     },
+    /// Public: the response the node committed for `deal`'s deal epoch `epoch` in its
+    /// epoch commitment (docs/COMMITMENTS.md §6): the whole sampled coded blocks with
+    /// their run paths, the digest version they are bound to, and the entry's leaf index
+    /// and path in the commitment. Kept until the epoch's challenge window closes.
+    /// Answer: [`Response::EpochResponse`]; [`ErrorCode::NotFound`] if the node did not
+    /// commit that epoch (or no longer keeps it). Watchers check it with
+    /// `dpor_core::commitment::verify_entry` and the run paths, and challenge on chain
+    /// what is missing or wrong.
+    EpochResponse {
+        /// The deal.
+        deal: u64,
+        /// The deal epoch (0-based).
+        epoch: u64,
+    },
     /// An owner operation, signed.
     Owner(Signed),
+}
+
+/// One sample of a committed epoch response: a whole coded block and its run path,
+/// as in the on-chain `BlockProof` (ENCODING §8).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireBlockProof {
+    /// Run tag (0 = C, ℓ + 1 = level ℓ).
+    pub run_tag: u8,
+    /// Position in the run.
+    pub position: u64,
+    /// The whole coded block (8·(1 + ⌈β/7⌉) bytes).
+    pub block: ByteBuf,
+    /// Its run path, leaf to root (log2 of the run's size hashes).
+    pub run_path: Vec<B256>,
+}
+
+/// A committed epoch response (docs/COMMITMENTS.md §1, §6): what the node answers a
+/// challenge with on chain, and serves to anyone off chain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireEpochResponse {
+    /// The deal.
+    pub deal: u64,
+    /// The deal epoch (0-based).
+    pub epoch: u64,
+    /// The global epoch g of the commitment (the deal's startEpoch + epoch).
+    pub global_epoch: u64,
+    /// Version of the digest in force at the epoch's start.
+    pub version: u64,
+    /// The commitment's root, as posted by `commitEpoch`.
+    pub root: B256,
+    /// The commitment's leaf count, as posted.
+    pub leaf_count: u32,
+    /// This entry's leaf index (entries sorted by deal id).
+    pub leaf_index: u64,
+    /// The leaf's path, leaf to root.
+    pub leaf_path: Vec<B256>,
+    /// The K samples in order j = 0..K-1.
+    pub proofs: Vec<WireBlockProof>,
 }
 
 /// One run of a [`Request::SecretAudit`].
@@ -298,6 +350,7 @@ impl Request {
             Request::Sealed { .. } => "sealed",
             Request::Outcome { .. } => "outcome",
             Request::SecretAudit { .. } => "secret-audit",
+            Request::EpochResponse { .. } => "epoch-response",
             Request::Owner(_) => "owner",
         }
     }
@@ -602,6 +655,9 @@ pub enum ErrorCode {
     /// runs: extract from them); it refuses U reads if U is the damaged part, and
     /// every owner write or resize.
     Damaged,
+    /// Nothing kept under that name: an epoch response the node did not commit, or no
+    /// longer keeps ([`Request::EpochResponse`]).
+    NotFound,
     /// Anything else on the node's side (storage I/O, chain unreachable).
     Internal,
 }
@@ -750,6 +806,8 @@ pub enum Response {
         /// The proofs.
         runs: Vec<SecretRunProof>,
     },
+    /// For [`Request::EpochResponse`].
+    EpochResponse(WireEpochResponse),
     /// Any failure.
     Error(WireError),
 }

@@ -83,6 +83,7 @@ mod fault;
 mod gc;
 mod meta;
 mod read;
+mod responses;
 mod recovery;
 mod resize;
 mod runs;
