@@ -4,6 +4,7 @@ pragma solidity ^0.8.24;
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {TestToken} from "../src/token/TestToken.sol";
 import {DporMarket} from "../src/DporMarket.sol";
+import {DporCommitmentsExt} from "../src/market/DporCommitmentsExt.sol";
 import {IRandomnessBeacon} from "../src/market/IRandomnessBeacon.sol";
 import {MarketParams} from "../src/lib/DporTypes.sol";
 import {IDporMarketFull} from "../src/market/IDporMarket.sol";
@@ -18,9 +19,11 @@ interface VmScript {
     function toString(uint256) external pure returns (string memory);
 }
 
-/// @notice Deploys the test token, the market (which creates its verifier and extension)
-///         and the file manifest registry over that market (after the market, so the
-///         token and market keep their addresses: deployer nonces 0 and 1).
+/// @notice Deploys the test token, the market (which creates its verifier and extension),
+///         the file manifest registry over that market, then the market's commitments
+///         extension and installs it (after the manifest, so the token, market and
+///         manifest keep their addresses: deployer nonces 0, 1 and 2; the extension is
+///         nonce 3, the installation nonce 4).
 ///
 ///   npx forge script contracts/script/Deploy.s.sol:Deploy --rpc-url http://127.0.0.1:8545 --broadcast
 ///
@@ -33,8 +36,8 @@ interface VmScript {
 /// warp time instead.
 /// Prints, under "== Logs ==", one `KEY=value` line each for DPOR_TOKEN, DPOR_MARKET,
 /// DPOR_CHAIN_ID, DPOR_DEPLOY_BLOCK, DPOR_VERIFIER, DPOR_EXTENSION, DPOR_BEACON,
-/// DPOR_GENESIS (epoch grid origin, a timestamp), DPOR_EPOCH_SECONDS, DPOR_MANIFEST
-/// (shell: grep '^ *DPOR_' | tr -d ' ').
+/// DPOR_GENESIS (epoch grid origin, a timestamp), DPOR_EPOCH_SECONDS, DPOR_MANIFEST,
+/// DPOR_COMMITMENTS (shell: grep '^ *DPOR_' | tr -d ' ').
 contract Deploy {
     VmScript internal constant vm = VmScript(address(uint160(uint256(keccak256("hevm cheat code")))));
     address internal constant CONSOLE = 0x000000000000000000636F6e736F6c652e6c6f67;
@@ -48,6 +51,8 @@ contract Deploy {
         token = new TestToken();
         market = new DporMarket(IERC20(address(token)), IRandomnessBeacon(beacon), p);
         manifest = new FileManifest(IDporMarketFull(address(market)));
+        DporCommitmentsExt commitments = new DporCommitmentsExt(IDporMarketFull(address(market)));
+        IDporMarketFull(address(market)).installCommitments(address(commitments));
         vm.stopBroadcast();
         _log(string.concat("DPOR_TOKEN=", vm.toString(address(token))));
         _log(string.concat("DPOR_MARKET=", vm.toString(address(market))));
@@ -59,6 +64,7 @@ contract Deploy {
         _log(string.concat("DPOR_GENESIS=", vm.toString(uint256(market.genesis()))));
         _log(string.concat("DPOR_EPOCH_SECONDS=", vm.toString(uint256(market.epochSeconds()))));
         _log(string.concat("DPOR_MANIFEST=", vm.toString(address(manifest))));
+        _log(string.concat("DPOR_COMMITMENTS=", vm.toString(address(commitments))));
     }
 
     /// @notice The market parameters from the environment (defaults in the contract doc).

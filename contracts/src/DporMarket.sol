@@ -15,10 +15,14 @@ import {MarketParams} from "./lib/DporTypes.sol";
 ///         proofs on beacon seeds, audit records, disputes, slashing and exits. Also the
 ///         EIP-712 verifying contract of digests (domain name "dpor", version "1").
 ///         Its full ABI is {IDporMarket}; see docs/CONTRACTS.md.
-/// @dev Three deployed contracts, all created by this constructor (EIP-170 code size):
-///      this one (deals, digests, epochs, seeds, exits, close), {DporMarketExt} (providers,
-///      audits, disputes; reached through {fallback} by delegatecall, same storage
-///      layout) and the stateless {DporVerifier}.
+/// @dev Four deployed contracts (EIP-170 code size, EIP-3860 init code size): this one
+///      (deals, digests, epochs, seeds, exits), {DporMarketExt} (providers, audits,
+///      disputes; reached through {fallback} by delegatecall, same storage layout) and the
+///      stateless {DporVerifier}, both created by this constructor; and
+///      {DporCommitmentsExt} (epoch commitments, challenges, claimEpochs, closeDeal),
+///      deployed after the market and installed once by its deployer
+///      (`installCommitments`), reached from {DporMarketExt}'s fallback by a second
+///      delegatecall. All derive from {MarketBase}, the only contract declaring state.
 contract DporMarket is EpochProofs {
     /// @notice The extension that runs the provider, audit and dispute functions in this
     ///         market's storage (delegatecall from {fallback}).
@@ -29,12 +33,13 @@ contract DporMarket is EpochProofs {
     ///        (blockhash seeds: grindable, local development only).
     /// @param params Durations, bond, shares, failures, stake; floors in docs/CONTRACTS.md §1.
     constructor(IERC20 token_, IRandomnessBeacon beacon_, MarketParams memory params)
-        MarketBase(token_, beacon_, params, new DporVerifier(), address(this))
+        MarketBase(token_, beacon_, params, new DporVerifier(), address(this), uint64(block.timestamp))
     {
-        extension = new DporMarketExt(token_, beacon_, params, verifier);
+        extension = new DporMarketExt(token_, beacon_, params, verifier, uint64(block.timestamp), msg.sender);
     }
 
-    /// @notice Every function not defined here (providers, audits, disputes) runs in
+    /// @notice Every function not defined here (providers, audits, disputes, and through
+    ///         the extension's own fallback the commitment functions) runs in
     ///         {extension}'s code with this market's storage (delegatecall); its return
     ///         data or revert data is passed through unchanged.
     fallback() external {

@@ -5,8 +5,9 @@ import {Math} from "@openzeppelin/contracts/utils/math/Math.sol";
 import {MarketBase} from "./MarketBase.sol";
 
 /// @title DealManager
-/// @notice Deal life cycle: open (escrow), cancel, accept (collateral), exits with
-///         notice, close (settling every unsettled epoch). docs/CONTRACTS.md §2, §6.
+/// @notice Deal life cycle: open (escrow), cancel, accept (collateral, the provider's
+///         deal list), exits with notice. docs/CONTRACTS.md §2, §6. (`closeDeal` is in the
+///         commitments extension, {EpochCommitments}: it settles committed epochs first.)
 abstract contract DealManager is MarketBase {
     /// @dev Largest N accepted (2^40 blocks).
     uint256 internal constant MAX_BLOCKS = 1 << 40;
@@ -124,6 +125,10 @@ abstract contract DealManager is MarketBase {
         if (uint256(p.usedBlocks) + d.numBlocks > p.capacityBlocks) revert CapacityExceeded();
         p.usedBlocks += d.numBlocks;
         p.activeDeals += 1;
+        ProviderBook storage b = _books[msg.sender];
+        _noteListChange(b);
+        d.listIndex = uint32(b.deals.length);
+        b.deals.push(dealId);
         d.state = DealState.Active;
         d.acceptedAt = uint64(block.timestamp);
         d.startEpoch = uint64((block.timestamp - genesis) / epochSeconds + 1);
@@ -163,37 +168,6 @@ abstract contract DealManager is MarketBase {
         emit DealClosed(dealId, 0, 0, esc, col);
         _credit(d.owner, esc);
         _credit(d.provider, col);
-    }
-
-    /// @notice Closes an active deal once its last deadline + {graceSeconds} has passed
-    ///         (finding 6) and no dispute is open. Every epoch that had a digest in force
-    ///         and was never settled is a fault now (finding 5): its slash goes to the
-    ///         owner, and enough faults terminate the deal (the owner then also gets the
-    ///         remaining collateral). Otherwise the provider is credited its remaining
-    ///         collateral. The owner always gets the unspent escrow (unproven and
-    ///         dropped epochs). Pull with {withdraw}.
-    /// @dev Anyone. O(1): unsettled faultable epochs = (epochs starting after the first
-    ///      digest) − `settledWithDigest`.
-    function closeDeal(uint256 dealId) external {
-        Deal storage d = _activeDeal(dealId);
-        if (block.timestamp < _lastDeadline(d) + graceSeconds) revert DealNotOver();
-        if (d.openDisputes != 0) revert DisputesOpen();
-        uint256 first = _firstFaultable(d);
-        uint256 faultable = first < d.numEpochs ? d.numEpochs - first : 0;
-        uint256 faults = faultable - d.settledWithDigest;
-        uint128 slashed = faults > 0 ? _fault(d, faults) : 0;
-        (uint128 esc, uint128 col) = _drain(d);
-        if (d.failures >= maxFailures) {
-            d.state = DealState.Terminated;
-            emit DealClosed(dealId, uint32(faults), slashed, 0, 0);
-            emit DealTerminated(dealId, d.failures, esc, col);
-            _credit(d.owner, uint256(esc) + slashed + col);
-        } else {
-            d.state = DealState.Completed;
-            emit DealClosed(dealId, uint32(faults), slashed, esc, col);
-            _credit(d.owner, uint256(esc) + slashed);
-            _credit(d.provider, col);
-        }
     }
 
     /// @notice The deal `dealId` (state None if unknown). Anyone.

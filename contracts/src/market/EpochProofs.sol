@@ -48,11 +48,15 @@ abstract contract EpochProofs is DealResize {
     ///         the epoch's escrow is credited back to the owner and, only if a digest was
     ///         in force at the epoch's start (finding 1), one fault is slashed from the
     ///         collateral to the owner. Enough faults terminate the deal.
-    /// @dev Anyone; only for an Active deal, an unsettled epoch, now ≥ start_e + epochSeconds.
+    /// @dev Anyone; only for an Active deal, an unsettled epoch, now ≥ start_e + epochSeconds,
+    ///      and a provider that posted no commitment for the epoch's global epoch
+    ///      ({CommittedEpoch}: such an epoch is settled by a challenge or claimEpochs,
+    ///      docs/COMMITMENTS.md §2).
     function markMissed(uint256 dealId, uint64 epoch) external {
         Deal storage deal = _activeDeal(dealId);
         (, uint256 deadline) = _window(deal, epoch);
         if (block.timestamp < deadline) revert EpochNotOver();
+        if (_isCommitted(deal.provider, uint256(deal.startEpoch) + epoch)) revert CommittedEpoch();
         bool fault = _settleEpoch(dealId, deal, epoch, EpochStatus.Missed);
         uint128 refund = deal.pricePerEpoch < deal.escrow ? deal.pricePerEpoch : deal.escrow;
         deal.escrow -= refund;
@@ -130,19 +134,8 @@ abstract contract EpochProofs is DealResize {
         return _window(_deal(dealId), epoch);
     }
 
-    /// @notice Settlement of an epoch (0 none, 1 proven, 2 missed).
+    /// @notice Settlement of an epoch (0 none, 1 proven, 2 missed, 3 challenged).
     function epochStatus(uint256 dealId, uint64 epoch) external view returns (EpochStatus) {
         return _epochStatus(dealId, epoch);
-    }
-
-    /// @dev Checks `d` is the digest in force at `start` and returns its hash.
-    function _checkInForce(uint256 dealId, Digest calldata d, uint256 start) private view returns (bytes32 dh) {
-        StoredDigest storage rec = _digests[dealId][d.version];
-        uint64 postedAt = rec.postedAt;
-        if (postedAt == 0 || postedAt >= start) revert DigestNotInForce();
-        uint64 next = rec.nextVersion;
-        if (next != 0 && _digests[dealId][next].postedAt < start) revert DigestNotInForce();
-        dh = rec.digestHash;
-        if (_digestHashOf(d) != dh) revert DigestMismatch();
     }
 }

@@ -24,11 +24,41 @@ interface IDporMarket {
 
     /// @notice Outcome of an epoch: not settled yet, proven (provider paid) or missed
     ///         (owner refunded; the provider is slashed one fault only if a digest was in
-    ///         force at the epoch's start, see {EpochMissed}).
+    ///         force at the epoch's start, see {EpochMissed}), or Challenged: its entry in
+    ///         the provider's epoch commitment is under an open challenge
+    ///         (docs/COMMITMENTS.md §3), which ends it Proven or Missed.
     enum EpochStatus {
         None,
         Proven,
-        Missed
+        Missed,
+        Challenged
+    }
+
+    /// @notice Challenge on one deal epoch's entry in an epoch commitment
+    ///         (docs/COMMITMENTS.md §3): Open → Answered (epoch proven, bond to the
+    ///         provider) or Faulted (epoch missed, one fault slashed).
+    enum ChallengeState {
+        None,
+        Open,
+        Answered,
+        Faulted
+    }
+
+    /// @notice A challenge of a deal epoch's commitment entry (docs/COMMITMENTS.md §3, §5).
+    struct Challenge {
+        // slot 0
+        uint256 dealId;
+        // slot 1
+        /// Deal epoch (0-based) of the challenged entry.
+        uint64 epoch;
+        /// Who locked the bond; address(0) for a safety draw opened by the market itself.
+        address challenger;
+        // slot 2
+        /// Bond locked (token units); 0 for a safety draw.
+        uint128 bond;
+        /// Answer deadline, a block timestamp (inclusive).
+        uint64 deadline;
+        ChallengeState state;
     }
 
     /// @notice Dispute state: Open → Answered (bond to the provider) or Slashed.
@@ -95,6 +125,11 @@ interface IDporMarket {
         uint32 settledWithDigest;
         /// Epochs of the term at opening (before any exit).
         uint32 termEpochs;
+        /// First deal epoch {claimEpochs} has not looked at yet (docs/COMMITMENTS.md §4).
+        uint32 claimCursor;
+        /// Index of the deal in its provider's on-chain deal list while Active
+        /// (docs/COMMITMENTS.md §5; {providerDeals}).
+        uint32 listIndex;
     }
 
     struct AuditRecord {
@@ -192,6 +227,24 @@ interface IDporMarket {
     error DeadlinePassed();
     error DeadlineNotPassed();
     error NothingOwed();
+    /// The provider already committed this global epoch (docs/COMMITMENTS.md §2).
+    error CommitmentExists();
+    /// The deal's provider posted no commitment for the epoch's global epoch.
+    error NotCommitted();
+    /// markMissed on a deal epoch whose provider committed its global epoch: it is settled
+    /// by a challenge or by {claimEpochs} (docs/COMMITMENTS.md §2). (Named `EpochCommitted`
+    /// in the first draft of the spec; an error cannot share the event's name.)
+    error CommittedEpoch();
+    /// The epoch's challenge window (start + epochSeconds + graceSeconds) is over.
+    error ChallengePeriodOver();
+    /// The leaf path does not lead from the answer's leaf to the committed root.
+    error NotInCommitment();
+    /// Only the market's deployer may install the commitments extension, once.
+    error NotDeployer();
+    /// The commitments extension is already installed.
+    error AlreadyInstalled();
+    /// The commitments extension is not installed yet (docs/CONTRACTS.md §9).
+    error NotInstalled();
 
     // ---------------------------------------------------------------- events
 
@@ -291,6 +344,42 @@ interface IDporMarket {
     );
     event DisputeAnswered(uint256 indexed disputeId, uint256 indexed dealId, uint128 bondToProvider);
     event DisputeSlashed(uint256 indexed disputeId, uint256 indexed dealId, uint128 toChallenger, uint128 toOwner);
+    /// @notice Provider `provider` committed to its responses of global epoch `g`
+    ///         (docs/COMMITMENTS.md §2): Merkle root `root` over `leafCount` leaves (one per
+    ///         deal epoch, sorted by deal id; the count is informative, not checked).
+    ///         `safetyChallengeId` is the challenge the safety draw opened (§5), 0 if none.
+    event EpochCommitted(
+        address indexed provider, uint64 indexed g, bytes32 root, uint32 leafCount, uint256 safetyChallengeId
+    );
+    /// @notice A challenge of deal epoch `epoch`'s commitment entry was opened by
+    ///         `challenger` (address(0) = a safety draw of the market), answerable until
+    ///         `deadline` (a timestamp, inclusive); `bond` locked (token units).
+    event ChallengeOpened(
+        uint256 indexed challengeId,
+        uint256 indexed dealId,
+        uint64 epoch,
+        address challenger,
+        uint64 deadline,
+        uint128 bond
+    );
+    /// @notice The challenge was answered: the epoch is Proven, the provider was credited
+    ///         `pay` (the epoch's price from escrow) and the challenger's `bond`.
+    event ChallengeAnswered(
+        uint256 indexed challengeId, uint256 indexed dealId, uint64 epoch, uint128 pay, uint128 bond
+    );
+    /// @notice The challenge was not answered in time: the epoch is Missed and one fault
+    ///         slashed. `toChallenger` is the challenger's share of the slash (its bond is
+    ///         credited back on top); `toOwner` the rest of the slash plus the epoch's
+    ///         escrow refund.
+    event ChallengeFaulted(
+        uint256 indexed challengeId, uint256 indexed dealId, uint64 epoch, uint128 toChallenger, uint128 toOwner
+    );
+    /// @notice {claimEpochs} (or {closeDeal}) looked at deal epochs [fromEpoch, toEpoch):
+    ///         `proven` of them, committed and unchallenged, became Proven and paid the
+    ///         provider `pay` in total.
+    event EpochsClaimed(uint256 indexed dealId, uint64 fromEpoch, uint64 toEpoch, uint32 proven, uint128 pay);
+    /// @notice The commitments extension (docs/CONTRACTS.md §1) was installed at `commitments`.
+    event CommitmentsInstalled(address commitments);
     event Credited(address indexed account, uint256 amount);
     event Withdrawn(address indexed account, uint256 amount);
 }
@@ -405,7 +494,8 @@ interface IDporMarketFull is IDporMarket {
     function requestExit(uint256 dealId) external;
     /// @notice Closes a deal with no digest after uploadSeconds (owner or provider).
     function exitBeforeUpload(uint256 dealId) external;
-    /// @notice Closes after the last deadline + grace, faulting unsettled epochs with a digest in force.
+    /// @notice Closes after the last deadline + grace: claims committed epochs, then faults
+    ///         unsettled epochs with a digest in force (commitments extension).
     function closeDeal(uint256 dealId) external;
     /// @notice The deal (state None if unknown).
     function getDeal(uint256 dealId) external view returns (Deal memory);
@@ -503,4 +593,38 @@ interface IDporMarketFull is IDporMarket {
     function getDispute(uint256 disputeId) external view returns (Dispute memory);
     /// @notice The audit record (extension).
     function getAudit(uint256 auditId) external view returns (AuditRecord memory);
+
+    // ------------------------------------------------------------ commitments (second extension, docs/COMMITMENTS.md)
+    /// @notice The commitments extension (address(0) until installed).
+    function commitments() external view returns (address);
+    /// @notice Installs the commitments extension, once, by the market's deployer (extension).
+    function installCommitments(address commitments) external;
+    /// @notice The market itself (answered by the commitments extension).
+    function home() external view returns (address);
+    /// @notice A commitment draws a deal for an on-chain proof with probability 1/SAFETY_PERIOD (16).
+    function SAFETY_PERIOD() external view returns (uint256);
+    /// @notice Commits the caller's responses of global epoch g (in g's window, once, seed available).
+    function commitEpoch(uint64 g, bytes32 root, uint32 leafCount) external;
+    /// @notice The root a provider committed for global epoch g, and whether it committed.
+    function getCommitment(address provider, uint64 g) external view returns (bytes32 root, bool committed);
+    /// @notice The provider's Active deals, in the order the safety draw indexes.
+    function providerDeals(address provider) external view returns (uint256[] memory);
+    /// @notice Challenges a committed deal epoch's entry; bond pulled.
+    function challengeEntry(uint256 dealId, uint64 epoch) external returns (uint256 challengeId);
+    /// @notice Answers a challenge with the epoch's whole-block proofs and the entry's leaf path.
+    function answerChallenge(
+        uint256 challengeId,
+        Digest calldata d,
+        BlockProof[] calldata proofs,
+        uint256 leafIndex,
+        bytes32[] calldata leafPath
+    ) external;
+    /// @notice Faults an unanswered challenge after its deadline.
+    function faultChallenge(uint256 challengeId) external;
+    /// @notice The challenge (state None if unknown).
+    function getChallenge(uint256 challengeId) external view returns (Challenge memory);
+    /// @notice Challenges; ids are 1..challengeCount.
+    function challengeCount() external view returns (uint256);
+    /// @notice Pays committed epochs whose challenge window closed, up to deal epoch upTo (exclusive).
+    function claimEpochs(uint256 dealId, uint64 upTo) external;
 }

@@ -82,13 +82,41 @@ abstract contract MarketBase is IDporMarket, ReentrancyGuard, EIP712 {
     /// @notice Number of disputes; ids are 1..disputeCount.
     uint256 public disputeCount;
 
+    /// @dev What the market keeps per provider for epoch commitments (docs/COMMITMENTS.md).
+    struct ProviderBook {
+        /// The provider's Active deals (appended by acceptDeal, swap-and-pop on release).
+        uint256[] deals;
+        /// Global epoch of the last change to `deals` (0 before any).
+        uint64 changedEpoch;
+        /// `deals.length` at the start of `changedEpoch` (the safety draw's n, §5).
+        uint32 lenAtChange;
+        /// Committed root per global epoch (bytes32(0) for an empty commitment).
+        mapping(uint64 => bytes32) roots;
+        /// Committed-epochs bitmap: bit g & 255 of word g >> 8.
+        mapping(uint256 => uint256) committed;
+    }
+
+    mapping(address => ProviderBook) internal _books;
+    mapping(uint256 => Challenge) internal _challenges;
+    /// @dev Number of challenges; ids are 1..count (view `challengeCount` in the commitments extension).
+    uint256 internal _challengeCount;
+    /// @dev The commitments extension ({DporCommitmentsExt}), installed once by the deployer.
+    address internal _commitments;
+
     /// @dev Reverts {InvalidParameter} on a zero token, a share above 100 % or a duration
     ///      above {MAX_SECONDS}; {BelowFloor} on a parameter under its floor;
     ///      {DevSeedsNotLocal} without a beacon on any chain but a local one (chain id
     ///      31337: anvil, Hardhat; 1337: Ganache): blockhash seeds are grindable.
-    constructor(IERC20 token_, IRandomnessBeacon beacon_, MarketParams memory p, DporVerifier verifier_, address home_)
-        EIP712("dpor", "1")
-    {
+    ///      `genesis_` is T0 of the grid: the market's deployment timestamp (the
+    ///      extensions get the market's).
+    constructor(
+        IERC20 token_,
+        IRandomnessBeacon beacon_,
+        MarketParams memory p,
+        DporVerifier verifier_,
+        address home_,
+        uint64 genesis_
+    ) EIP712("dpor", "1") {
         if (address(token_) == address(0) || p.challengerShareBps > 10_000) revert InvalidParameter();
         if (address(beacon_) == address(0) && block.chainid != 31337 && block.chainid != 1337) {
             revert DevSeedsNotLocal();
@@ -106,7 +134,7 @@ abstract contract MarketBase is IDporMarket, ReentrancyGuard, EIP712 {
         beacon = beacon_;
         verifier = verifier_;
         _home = home_;
-        genesis = uint64(block.timestamp);
+        genesis = genesis_;
         epochSeconds = p.epochSeconds;
         answerSeconds = p.answerSeconds;
         graceSeconds = p.graceSeconds;
@@ -176,11 +204,36 @@ abstract contract MarketBase is IDporMarket, ReentrancyGuard, EIP712 {
         if (d.state != DealState.Active) revert WrongDealState();
     }
 
-    /// @dev Frees the provider's capacity reserved by an accepted deal.
+    /// @dev Frees the provider's capacity reserved by an accepted deal and removes it
+    ///      from the provider's deal list (swap-and-pop, docs/COMMITMENTS.md §5).
     function _release(Deal storage d) internal {
-        Provider storage p = _providers[d.provider];
+        address who = d.provider;
+        Provider storage p = _providers[who];
         p.usedBlocks -= d.numBlocks;
         p.activeDeals -= 1;
+        ProviderBook storage b = _books[who];
+        _noteListChange(b);
+        uint256[] storage list = b.deals;
+        uint256 i = d.listIndex;
+        uint256 last = list[list.length - 1];
+        list[i] = last;
+        _deals[last].listIndex = uint32(i);
+        list.pop();
+    }
+
+    /// @dev Before a change to a provider's deal list: remembers its length at the start
+    ///      of the current global epoch (the first change in an epoch records it).
+    function _noteListChange(ProviderBook storage b) internal {
+        uint64 g = uint64((block.timestamp - genesis) / epochSeconds);
+        if (b.changedEpoch != g) {
+            b.changedEpoch = g;
+            b.lenAtChange = uint32(b.deals.length);
+        }
+    }
+
+    /// @dev Whether `provider` committed global epoch `g`.
+    function _isCommitted(address provider, uint256 g) internal view returns (bool) {
+        return (_books[provider].committed[g >> 8] >> (g & 255)) & 1 == 1;
     }
 
     /// @dev Counts `n` faults and takes n slashes (at most the collateral left) out of the collateral.
@@ -305,5 +358,17 @@ abstract contract MarketBase is IDporMarket, ReentrancyGuard, EIP712 {
             version = rec.prevVersion;
             rec = _digests[dealId][version];
         }
+    }
+
+    /// @dev Checks `d` is the digest in force at `start` (the last posted strictly before
+    ///      it: {DigestNotInForce}) and its preimage ({DigestMismatch}); returns its hash.
+    function _checkInForce(uint256 dealId, Digest calldata d, uint256 start) internal view returns (bytes32 dh) {
+        StoredDigest storage rec = _digests[dealId][d.version];
+        uint64 postedAt = rec.postedAt;
+        if (postedAt == 0 || postedAt >= start) revert DigestNotInForce();
+        uint64 next = rec.nextVersion;
+        if (next != 0 && _digests[dealId][next].postedAt < start) revert DigestNotInForce();
+        dh = rec.digestHash;
+        if (_digestHashOf(d) != dh) revert DigestMismatch();
     }
 }

@@ -4,6 +4,7 @@ pragma solidity ^0.8.24;
 import {TestBase} from "./Vm.sol";
 import {TestToken} from "../../src/token/TestToken.sol";
 import {DporMarket} from "../../src/DporMarket.sol";
+import {DporCommitmentsExt} from "../../src/market/DporCommitmentsExt.sol";
 import {IDporMarket, IDporMarketFull} from "../../src/market/IDporMarket.sol";
 import {IRandomnessBeacon} from "../../src/market/IRandomnessBeacon.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
@@ -133,7 +134,7 @@ abstract contract MarketFixture is TestBase, TreeKit {
         stranger = vm.addr(STRANGER_PK);
         token = new TestToken();
         beacon = new MockBeacon(T0 - 999, 3); // rounds emitted exactly at epoch starts
-        market = IDporMarketFull(address(new DporMarket(IERC20(address(token)), IRandomnessBeacon(address(beacon)), _params())));
+        market = _deployMarket(IERC20(address(token)), IRandomnessBeacon(address(beacon)), _params());
         address[4] memory who = [owner, provider, stranger, challenger];
         for (uint256 i; i < who.length; ++i) {
             token.mint(who[i], 1e30);
@@ -142,6 +143,15 @@ abstract contract MarketFixture is TestBase, TreeKit {
         }
         vm.prank(provider);
         market.register(hex"0024080112", _addrs(), PRICE, COLLATERAL, CAPACITY, MIN_STAKE);
+    }
+
+    /// @dev A market with its commitments extension installed (what contracts/script/Deploy.s.sol does).
+    function _deployMarket(IERC20 t, IRandomnessBeacon b, MarketParams memory p)
+        internal
+        returns (IDporMarketFull m)
+    {
+        m = IDporMarketFull(address(new DporMarket(t, b, p)));
+        m.installCommitments(address(new DporCommitmentsExt(m)));
     }
 
     function _addrs() internal pure returns (string[] memory a) {
