@@ -17,13 +17,13 @@ library DporCommitment {
     /// @param dealId The deal.
     /// @param epoch Deal epoch e (global epoch − startEpoch).
     /// @param version v ≥ 1, the version of the digest in force at the epoch's start.
-    /// @param responseHash See {responseHash}.
-    function leaf(uint256 dealId, uint64 epoch, uint64 version, bytes32 responseHash)
+    /// @param rh The response hash, see {responseHash}.
+    function leaf(uint256 dealId, uint64 epoch, uint64 version, bytes32 rh)
         internal
         pure
         returns (bytes32)
     {
-        return keccak256(abi.encodePacked(LEAF_DOMAIN, dealId, epoch, version, responseHash));
+        return keccak256(abi.encodePacked(LEAF_DOMAIN, dealId, epoch, version, rh));
     }
 
     /// @notice responseHash = keccak256(abi.encodePacked(S, B_0, …, B_{K−1})): the per-deal

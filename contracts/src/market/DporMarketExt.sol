@@ -37,14 +37,14 @@ contract DporMarketExt is ProviderRegistry, Disputes {
     /// @dev Only the market's deployer ({NotDeployer}), once ({AlreadyInstalled}), a
     ///      contract built for this market (`home() == market`, else {InvalidParameter}).
     ///      Emits {CommitmentsInstalled}.
-    /// @param commitments The DporCommitmentsExt deployed with this market's address.
-    function installCommitments(address commitments) external {
+    /// @param ext The DporCommitmentsExt deployed with this market's address.
+    function installCommitments(address ext) external {
         _onlyHome();
         if (msg.sender != _deployer) revert NotDeployer();
         if (_commitments != address(0)) revert AlreadyInstalled();
-        if (commitments.code.length == 0 || IHome(commitments).home() != address(this)) revert InvalidParameter();
-        _commitments = commitments;
-        emit CommitmentsInstalled(commitments);
+        if (ext.code.length == 0 || IHome(ext).home() != address(this)) revert InvalidParameter();
+        _commitments = ext;
+        emit CommitmentsInstalled(ext);
     }
 
     /// @notice The installed commitments extension (address(0) before installation).

@@ -598,7 +598,7 @@ interface IDporMarketFull is IDporMarket {
     /// @notice The commitments extension (address(0) until installed).
     function commitments() external view returns (address);
     /// @notice Installs the commitments extension, once, by the market's deployer (extension).
-    function installCommitments(address commitments) external;
+    function installCommitments(address ext) external;
     /// @notice The market itself (answered by the commitments extension).
     function home() external view returns (address);
     /// @notice A commitment draws a deal for an on-chain proof with probability 1/SAFETY_PERIOD (16).
