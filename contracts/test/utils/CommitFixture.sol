@@ -109,6 +109,21 @@ abstract contract CommitFixture is MarketFixture {
         market.answerChallenge(cid, d, ps, idx, path);
     }
 
+    /// @dev The honest response of the challenged epoch verifies at no index of `leaves`.
+    function _noIndexWorks(uint256 cid, Digest memory d, bytes32[] memory leaves) internal {
+        for (uint256 i; i < leaves.length; ++i) {
+            _answerReverts(cid, d, leaves, i, IDporMarket.NotInCommitment.selector);
+        }
+    }
+
+    /// @dev Warps past challenge `cid`'s deadline and faults it (anyone may).
+    function _faultLater(uint256 cid) internal {
+        uint64 dl = market.getChallenge(cid).deadline;
+        if (block.timestamp <= dl) vm.warp(uint256(dl) + 1);
+        vm.prank(stranger);
+        market.faultChallenge(cid);
+    }
+
     function _answer(uint256 cid, Digest memory d, bytes32[] memory leaves, uint256 idx) internal {
         _answerFrom(provider, cid, d, leaves, idx);
     }

@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.24;
+
+import {CommitFixture} from "../utils/CommitFixture.sol";
+import {IDporMarket} from "../../src/market/IDporMarket.sol";
+import {Digest} from "../../src/lib/DporTypes.sol";
+
+/// @notice Issue 22: a provider with many large deals and one tiny one drops the tiny
+///         deal's data (worth little space) and commits a wrong entry for it every epoch,
+///         betting nobody looks. The tiny deal's owner (or any watcher) that fetches its
+///         response finds it missing and challenges: caught at once. Without any
+///         watcher, the safety draw picks each deal with probability 1/(16·D) per epoch
+///         (D deals): over E epochs the loss escapes with (1 − 1/(16·D))^E
+///         (docs/CONTRACTS.md §8); when it is drawn the market challenges it itself.
+contract F22_TinyDealAmongLarge is CommitFixture {
+    uint256 internal constant LARGE = 6;
+
+    function _setUpDeals() internal returns (uint256[] memory ids, Digest[] memory ds, uint256 tiny) {
+        ids = new uint256[](LARGE + 1);
+        ds = new Digest[](LARGE + 1);
+        for (uint256 i; i < LARGE; ++i) {
+            ids[i] = _openAccepted(64, BETA, 1, 8);
+            ds[i] = _postReal(ids[i], 1, 0);
+        }
+        tiny = LARGE;
+        ids[tiny] = _openAccepted(1, BETA, 1, 8);
+        ds[tiny] = _postReal(ids[tiny], 1, 0);
+    }
+
+    function _lossyLeaves(uint256[] memory ids, Digest[] memory ds, uint64 g, uint256 tiny)
+        internal
+        view
+        returns (bytes32[] memory l)
+    {
+        l = _leaves(ids, ds, g);
+        l[tiny] = keccak256(abi.encode("lost", g)); // no response behind it
+    }
+
+    function test_attack_watcherCatchesTheTinyDeal() public {
+        (uint256[] memory ids, Digest[] memory ds, uint256 tiny) = _setUpDeals();
+        uint64 g = _g(ids[0], 0);
+        _enterEpoch(ids[0], 0);
+        _noDraw(g);
+        bytes32[] memory l = _lossyLeaves(ids, ds, g, tiny);
+        _commit(g, l);
+        vm.prank(owner); // the tiny deal's owner watches it
+        uint256 cid = market.challengeEntry(ids[tiny], 0);
+        _noIndexWorks(cid, ds[tiny], l);
+        _faultLater(cid);
+        vm.assertEq(market.getDeal(ids[tiny]).failures, 1, "caught");
+    }
+
+    function test_attack_safetyDrawCatchesTheTinyDeal() public {
+        (uint256[] memory ids, Digest[] memory ds, uint256 tiny) = _setUpDeals();
+        uint64 g = _g(ids[0], 0);
+        _enterEpoch(ids[0], 0);
+        // a seed that draws the tiny deal (index `tiny` of the provider's list)
+        vm.assertEq(market.providerDeals(provider)[tiny], ids[tiny]);
+        _setDraw(g, provider, true, LARGE + 1, tiny);
+        bytes32[] memory l = _lossyLeaves(ids, ds, g, tiny);
+        uint256 sid = _commit(g, l);
+        vm.assertEq(market.getChallenge(sid).dealId, ids[tiny], "drawn");
+        _noIndexWorks(sid, ds[tiny], l);
+        uint256 ownerBefore = market.owed(owner);
+        _faultLater(sid);
+        vm.assertEq(market.getDeal(ids[tiny]).failures, 1, "caught without any watcher");
+        vm.assertEq(market.owed(owner) - ownerBefore, _slash(ids[tiny]) + PRICE, "whole slash + refund to the owner");
+    }
+
+    /// The draw's bound: the market draws a deal in a fraction 1/16 of epochs, uniformly
+    /// among the D deals at the epoch's start. Over 64 consecutive seeds this checks the
+    /// rate is not zero (the lossy provider is drawn) with deterministic beacon rounds.
+    function test_drawRateIsAboutOneInSixteen() public view {
+        uint256 hits;
+        for (uint64 g = 1; g <= 512; ++g) {
+            if (_drawR(keccak256(abi.encode("mock", g, bytes32(0))), provider) % 16 == 0) ++hits;
+        }
+        // 512/16 = 32 expected; a binomial(512, 1/16) lies in [16, 48] except with p < 1e-3
+        vm.assertGe(hits, 16);
+        vm.assertLe(hits, 48);
+    }
+}
