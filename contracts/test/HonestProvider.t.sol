@@ -6,6 +6,8 @@ import {TestBase} from "./utils/Vm.sol";
 import {TestToken} from "../src/token/TestToken.sol";
 import {IDporMarket, IDporMarketFull} from "../src/market/IDporMarket.sol";
 import {Digest, BlockProof, SampleProof} from "../src/lib/DporTypes.sol";
+import {DporMerkle} from "../src/lib/DporMerkle.sol";
+import {DporCommitment} from "../src/lib/DporCommitment.sol";
 
 /// @notice An honest provider (it co-signs only states it stores, always proves every
 ///         epoch that has a digest in force and answers every dispute at once) against an
@@ -71,7 +73,7 @@ contract HonestHandler is TestBase, TreeKit {
 
     // ------------------------------------------------------------ the honest provider
 
-    function _duty() internal {
+    function _duty() internal virtual {
         for (uint256 i; i < disputes.length; ++i) _answer(disputes[i]);
         for (uint256 i; i < deals.length; ++i) _proveNow(deals[i]);
     }
@@ -336,5 +338,182 @@ contract HonestHandlerSanityTest is MarketFixture {
         handler.markMissed(0, 0);
         vm.assertEq(market.getDeal(1).failures, 1); // invariant_honestNeverSlashed would fail
         vm.assertLt(market.getDeal(1).collateral, handler.lockedCollateral(1));
+    }
+}
+
+/// @notice The honest provider of {HonestHandler} on the commitment path (docs/COMMITMENTS.md):
+///         instead of a proof per deal it commits, in every global epoch, one root over the
+///         honest responses of all its deals, answers every challenge (auditors' and
+///         safety draws) and every dispute at once. The owner and auditors do everything
+///         {HonestHandler} lets them, plus challenge any entry and claim any epochs.
+contract CommittingHandler is HonestHandler {
+    mapping(uint64 => bytes32[]) internal leavesOf;
+    /// index + 1 of a deal's leaf in g's tree (0 = not in it)
+    mapping(uint64 => mapping(uint256 => uint256)) internal indexOf;
+    uint256 public commits;
+    uint256 public challengeAnswers;
+
+    constructor(IDporMarketFull m, TestToken t, uint256 oPk, uint256 pPk, address a)
+        HonestHandler(m, t, oPk, pPk, a)
+    {}
+
+    function _duty() internal override {
+        for (uint256 i; i < disputes.length; ++i) _answer(disputes[i]);
+        _commitNow();
+        _answerChallenges();
+    }
+
+    /// The deal epoch of `id` at global epoch g and its in-force digest, if it has both.
+    function _entry(uint256 id, uint64 g) internal view returns (bool ok, uint64 e, Digest memory d) {
+        IDporMarket.Deal memory deal = market.getDeal(id);
+        if (deal.state != IDporMarket.DealState.Active || g < deal.startEpoch) return (false, 0, d);
+        e = g - deal.startEpoch;
+        if (e >= deal.numEpochs) return (false, 0, d);
+        (, bytes32 h,) = market.digestInForce(id, e);
+        if (h == bytes32(0)) return (false, 0, d);
+        return (true, e, preimage[h]);
+    }
+
+    function _proofs(uint256 id, uint64 e, Digest memory d) internal view returns (BlockProof[] memory ps) {
+        ps = new BlockProof[](market.getDeal(id).samplesPerEpoch);
+        for (uint256 j; j < ps.length; ++j) {
+            (uint8 tag, uint64 pos) = market.epochSample(id, e, j);
+            ps[j] = buildBlockProof(tag, pos, d.numBlocks, BETA);
+        }
+    }
+
+    function _commitNow() internal {
+        uint64 g = uint64((block.timestamp - market.genesis()) / market.epochSeconds());
+        (, bool done) = market.getCommitment(provider, g);
+        if (done) return;
+        bytes32[] storage l = leavesOf[g];
+        for (uint256 i; i < deals.length; ++i) {
+            uint256 id = deals[i]; // ascending
+            (bool ok, uint64 e, Digest memory d) = _entry(id, g);
+            if (!ok) continue;
+            BlockProof[] memory ps = _proofs(id, e, d);
+            bytes[] memory blocks = new bytes[](ps.length);
+            for (uint256 j; j < ps.length; ++j) blocks[j] = ps[j].codedBlock;
+            l.push(DporCommitment.leaf(id, e, d.version, DporCommitment.responseHash(market.peekSeed(id, e), blocks)));
+            indexOf[g][id] = l.length;
+        }
+        vm.prank(provider);
+        try market.commitEpoch(g, DporMerkle.rootOfLeaves(l), uint32(l.length)) {
+            commits++;
+        } catch {
+            dutyFailure = "commitEpoch failed";
+        }
+    }
+
+    function _answerChallenges() internal {
+        uint256 n = market.challengeCount();
+        for (uint256 c = 1; c <= n; ++c) {
+            IDporMarket.Challenge memory ch = market.getChallenge(c);
+            if (ch.state != IDporMarket.ChallengeState.Open) continue;
+            uint64 g = market.getDeal(ch.dealId).startEpoch + ch.epoch;
+            (, bytes32 h,) = market.digestInForce(ch.dealId, ch.epoch);
+            Digest memory d = preimage[h];
+            uint256 idx = indexOf[g][ch.dealId];
+            if (idx == 0) {
+                dutyFailure = "challenged entry not in the tree";
+                continue;
+            }
+            BlockProof[] memory ps = _proofs(ch.dealId, ch.epoch, d);
+            bytes32[] memory path = DporMerkle.pathOf(leavesOf[g], idx - 1);
+            vm.prank(provider);
+            try market.answerChallenge(c, d, ps, idx - 1, path) {
+                challengeAnswers++;
+            } catch {
+                dutyFailure = "answerChallenge failed";
+            }
+        }
+    }
+
+    function challenge(uint256 i, uint8 e, bool byOwner) external duty {
+        if (deals.length == 0) return;
+        vm.prank(byOwner ? owner : auditor);
+        market.challengeEntry(_pick(i), e % 6);
+    }
+
+    function claim(uint256 i, uint8 upTo) external duty {
+        if (deals.length == 0) return;
+        market.claimEpochs(_pick(i), upTo % 7);
+    }
+}
+
+/// @notice Invariant: a provider that commits every epoch honestly and answers every
+///         challenge is never faulted, whatever the owner and auditors do.
+contract CommittingProviderInvariantTest is MarketFixture {
+    CommittingHandler internal handler;
+
+    function setUp() public override {
+        super.setUp();
+        handler = new CommittingHandler(market, token, OWNER_PK, PROVIDER_PK, challenger);
+    }
+
+    function targetContracts() public view returns (address[] memory t) {
+        t = new address[](1);
+        t[0] = address(handler);
+    }
+
+    function invariant_committingDutiesNeverFail() public view {
+        vm.assertEq(handler.dutyFailure(), "");
+    }
+
+    function invariant_committingNeverSlashed() public view {
+        for (uint256 i; i < handler.dealCount(); ++i) {
+            uint256 id = handler.deals(i);
+            IDporMarket.Deal memory d = market.getDeal(id);
+            vm.assertEq(d.failures, 0, "fault on an honest committing provider");
+            vm.assertTrue(d.state != IDporMarket.DealState.Terminated, "terminated");
+            if (d.state == IDporMarket.DealState.Active) {
+                vm.assertEq(d.collateral, handler.lockedCollateral(id), "collateral slashed");
+            }
+        }
+    }
+}
+
+/// @notice The committing handler really commits, answers challenges (auditors' and
+///         safety draws) and gets every epoch paid through claims and close.
+contract CommittingHandlerSanityTest is MarketFixture {
+    CommittingHandler internal handler;
+
+    function setUp() public override {
+        super.setUp();
+        handler = new CommittingHandler(market, token, OWNER_PK, PROVIDER_PK, challenger);
+        handler.openDeal(1, 3, 1); // N = 2, 4 epochs, K = 2
+        handler.openDeal(2, 3, 0); // N = 4, 4 epochs, K = 1
+        handler.postDigest(0, 1, 0);
+        handler.postDigest(1, 2, 0);
+    }
+
+    function test_commitsAnswersAndIsPaid() public {
+        handler.warp(uint32(EPOCH - 1)); // into deal epoch 0: commit
+        vm.assertEq(handler.commits(), 2); // epoch 0 (no deal yet) and deal epoch 0
+        handler.challenge(0, 0, false);
+        handler.challenge(1, 0, true);
+        vm.assertEq(handler.challengeAnswers(), 2);
+        for (uint256 i; i < 8; ++i) handler.warp(uint32(EPOCH - 1));
+        handler.closeDeal(0);
+        handler.closeDeal(1);
+        vm.assertEq(handler.dutyFailure(), "");
+        for (uint256 i; i < 2; ++i) {
+            IDporMarket.Deal memory d = market.getDeal(handler.deals(i));
+            vm.assertEq(uint256(d.state), uint256(IDporMarket.DealState.Completed));
+            vm.assertEq(d.failures, 0);
+            for (uint64 e; e < d.numEpochs; ++e) {
+                vm.assertEq(uint256(market.epochStatus(d.numBlocks == 2 ? 1 : 2, e)), uint256(IDporMarket.EpochStatus.Proven));
+            }
+        }
+        // 2 deals × 4 epochs of pay (N·1e18 each), both bonds, all collateral back
+        uint256 pay = 4 * 2e18 + 4 * 4e18;
+        vm.assertEq(market.owed(provider), pay + 2 * BOND + 2 * COLLATERAL + 4 * COLLATERAL);
+    }
+
+    function test_negativeControl_missedCommitmentIsAFault() public {
+        (, uint256 deadline) = market.epochWindow(1, 0);
+        vm.warp(deadline); // the whole window of epoch 0 passes without the provider's turn
+        handler.markMissed(0, 0);
+        vm.assertEq(market.getDeal(1).failures, 1); // invariant_committingNeverSlashed would fail
     }
 }
