@@ -2,13 +2,15 @@
 pragma solidity ^0.8.24;
 
 import {MarketFixture} from "./utils/MarketFixture.sol";
-import {IDporMarket} from "../src/market/IDporMarket.sol";
+import {IDporMarket, IDporMarketFull} from "../src/market/IDporMarket.sol";
+import {DporCommitmentsExt} from "../src/market/DporCommitmentsExt.sol";
 import {DporMarket} from "../src/DporMarket.sol";
 import {IRandomnessBeacon} from "../src/market/IRandomnessBeacon.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {Digest, SampleProof, BlockProof} from "../src/lib/DporTypes.sol";
 import {DporMerkle} from "../src/lib/DporMerkle.sol";
 import {DporSampling} from "../src/lib/DporSampling.sol";
+import {DporCommitment} from "../src/lib/DporCommitment.sol";
 
 /// @notice Gas of the main operations for a 2^20-block file of 4 KiB blocks with ten
 ///         filled levels (docs/PERFORMANCE.md). Run with
@@ -68,6 +70,7 @@ contract GasTest is MarketFixture {
     function _cool() internal {
         vm.cool(address(market));
         vm.cool(market.extension());
+        vm.cool(market.commitments());
         vm.cool(market.verifier());
         vm.cool(address(beacon));
         vm.cool(address(token));
@@ -273,8 +276,12 @@ contract GasTest is MarketFixture {
 
     function test_gas_deployment() public {
         uint256 g = gasleft();
-        new DporMarket(IERC20(address(token)), IRandomnessBeacon(address(beacon)), _params());
+        DporMarket m = new DporMarket(IERC20(address(token)), IRandomnessBeacon(address(beacon)), _params());
         emit log_named_uint("deployment of DporMarket + DporMarketExt + DporVerifier: execution gas", g - gasleft());
+        g = gasleft();
+        DporCommitmentsExt c = new DporCommitmentsExt(IDporMarketFull(address(m)));
+        IDporMarketFull(address(m)).installCommitments(address(c));
+        emit log_named_uint("deployment and installation of DporCommitmentsExt: execution gas", g - gasleft());
     }
 
     function test_gas_disputesAndOthers() public {
@@ -328,5 +335,183 @@ contract GasTest is MarketFixture {
         g = gasleft();
         market.withdraw();
         _report("withdraw", g - gasleft(), data);
+    }
+
+    // ------------------------------------------------------------ epoch commitments (docs/COMMITMENTS.md)
+
+    /// @dev Opens and accepts `count` more small deals (N = 1) of the provider, each with a
+    ///      digest. External (called as this.moreDeals) so the memory it uses does not
+    ///      raise the measuring frame's memory cost.
+    function moreDeals(uint256 count) external {
+        for (uint256 i; i < count; ++i) {
+            vm.prank(owner);
+            uint256 id = market.openDeal(provider, 1, 64, 1, 1, 1000, PRICE, COLLATERAL);
+            vm.prank(provider);
+            market.acceptDeal(id);
+            _post(buildDigest(id, 1, 1, 0, 0, 64));
+        }
+    }
+
+    /// @dev Salts the beacon so that the provider's safety draw at g hits or misses.
+    function _draw(uint64 g, bool hit) internal {
+        uint64 round = beacon.roundAt(uint256(market.genesis()) + uint256(g) * EPOCH);
+        for (uint256 i;; ++i) {
+            beacon.setSalt(keccak256(abi.encode("draw", i)));
+            uint256 r = uint256(keccak256(abi.encode(beacon.randomness(round), provider, "dpor.safety")));
+            if ((r % 16 == 0) == hit) return;
+        }
+    }
+
+    /// @dev Measures commitEpoch of global epoch g (warps into it).
+    function _commitGas(uint64 g, bool hit, bool seedStored, string memory name) internal returns (uint256 exec) {
+        vm.warp(uint256(market.genesis()) + uint256(g) * EPOCH + 60);
+        _draw(g, hit);
+        if (seedStored) market.recordSeed(g);
+        bytes32 root = keccak256(abi.encode("root", g));
+        bytes memory data = abi.encodeCall(market.commitEpoch, (g, root, 1000));
+        _cool();
+        vm.prank(provider);
+        uint256 gl = gasleft();
+        market.commitEpoch(g, root, 1000);
+        exec = gl - gasleft();
+        _report(name, exec, data);
+    }
+
+    /// commitEpoch costs the same whatever the number D of the provider's deals: no loop
+    /// over deals, the list is read (two slots) only when the draw hits.
+    function test_gas_commitEpoch_flatInDeals() public {
+        _commitGas(1, false, false, "commitEpoch (D=0, first commitment: fresh bitmap word)");
+        uint256[4] memory ds = [uint256(1), 10, 100, 1000];
+        uint256 have;
+        uint256[4] memory got;
+        for (uint256 i; i < 4; ++i) {
+            this.moreDeals(ds[i] - have);
+            have = ds[i];
+            got[i] = _commitGas(
+                uint64(2 + i), false, false, string.concat("commitEpoch (D=", vm.toString(have), ", no draw, stores the seed)")
+            );
+        }
+        // flat in D: equal up to a few gas of calldata-dependent arithmetic
+        for (uint256 i = 1; i < 4; ++i) {
+            vm.assertLe(got[i], got[0] + 50);
+            vm.assertGe(got[i] + 50, got[0]);
+        }
+        uint256 seeded = _commitGas(6, false, true, "commitEpoch (D=1000, no draw, seed already stored)");
+        uint256 before = market.challengeCount();
+        uint256 drawn = _commitGas(7, true, false, "commitEpoch (D=1000, safety draw opens a challenge)");
+        vm.assertEq(market.challengeCount(), before + 1);
+        vm.assertLt(got[0], 100_000);
+        vm.assertLt(seeded, got[0]);
+        vm.assertLt(drawn, 250_000);
+    }
+
+    /// challengeEntry, answerChallenge (N = 2^20, β = 4096, K = 1; the deal's leaf among
+    /// 1024), faultChallenge and claimEpochs.
+    function test_gas_challengeAndClaim() public {
+        (uint256 id, Digest memory d) = _deal(1);
+        uint64 g = _answerGas(id, d);
+        _faultAndClaimGas(id, g);
+    }
+
+    /// @dev Commits a 1024-leaf tree with the deal's honest leaf of epoch 0 at index 517.
+    function _commitTree(uint256 id, Digest memory d, BlockProof[] memory ps)
+        internal
+        returns (bytes32[] memory leaves, uint64 g)
+    {
+        g = market.getDeal(id).startEpoch;
+        bytes[] memory blocks = new bytes[](1);
+        blocks[0] = ps[0].codedBlock;
+        leaves = new bytes32[](1024);
+        for (uint256 i; i < leaves.length; ++i) leaves[i] = keccak256(abi.encode("other", i));
+        leaves[517] = DporCommitment.leaf(id, 0, d.version, DporCommitment.responseHash(market.peekSeed(id, 0), blocks));
+        vm.prank(provider);
+        market.commitEpoch(g, DporMerkle.rootOfLeaves(leaves), 1024);
+    }
+
+    /// @dev The safety draw's challenge of the commitment if it took the deal, else a
+    ///      measured challengeEntry.
+    function _challengeGas(uint256 id, uint256 before) internal returns (uint256 cid) {
+        if (market.challengeCount() > before) return before + 1;
+        bytes memory data = abi.encodeCall(market.challengeEntry, (id, 0));
+        _cool();
+        vm.prank(challenger);
+        uint256 gl = gasleft();
+        cid = market.challengeEntry(id, 0);
+        _report("challengeEntry", gl - gasleft(), data);
+    }
+
+    function _answerGas(uint256 id, Digest memory d) internal returns (uint64 g) {
+        BlockProof[] memory ps = _grind(id, d, 1);
+        uint256 before = market.challengeCount();
+        bytes32[] memory leaves;
+        (leaves, g) = _commitTree(id, d, ps);
+        uint256 cid = _challengeGas(id, before);
+        bytes32[] memory path = DporMerkle.pathOf(leaves, 517);
+        bytes memory data = abi.encodeCall(market.answerChallenge, (cid, d, ps, 517, path));
+        _cool();
+        vm.prank(provider);
+        uint256 gl = gasleft();
+        market.answerChallenge(cid, d, ps, 517, path);
+        uint256 answer = _report("answerChallenge (N=2^20, beta=4096, K=1, 1024 leaves)", gl - gasleft(), data);
+        vm.assertLt(answer, 300_000);
+        vm.assertEq(uint256(market.epochStatus(id, 0)), uint256(IDporMarket.EpochStatus.Proven));
+    }
+
+    function _faultAndClaimGas(uint256 id, uint64 g) internal {
+        bytes memory data;
+        uint256 gl;
+        // an unanswered challenge on epoch 1, faulted
+        vm.warp(uint256(market.genesis()) + uint256(g + 1) * EPOCH + 60);
+        _draw(g + 1, false);
+        vm.prank(provider);
+        market.commitEpoch(g + 1, bytes32(uint256(1)), 1);
+        vm.prank(challenger);
+        uint256 c2 = market.challengeEntry(id, 1);
+        vm.warp(block.timestamp + ANSWER + 1);
+        data = abi.encodeCall(market.faultChallenge, (c2));
+        _cool();
+        gl = gasleft();
+        market.faultChallenge(c2);
+        _report("faultChallenge", gl - gasleft(), data);
+        // commit epochs 2..9 and claim them all after their windows
+        for (uint64 e = 2; e < 10; ++e) {
+            vm.warp(uint256(market.genesis()) + uint256(g + e) * EPOCH + 60);
+            _draw(g + e, false);
+            vm.prank(provider);
+            market.commitEpoch(g + e, bytes32(uint256(1)), 1);
+        }
+        vm.warp(block.timestamp + EPOCH + GRACE);
+        data = abi.encodeCall(market.claimEpochs, (id, 10));
+        _cool();
+        gl = gasleft();
+        market.claimEpochs(id, 10);
+        _report("claimEpochs (8 committed epochs)", gl - gasleft(), data);
+        vm.assertEq(market.getDeal(id).claimCursor, 10);
+    }
+
+    /// claimEpochs over 120 committed epochs (30 days of 6-h epochs): the per-epoch cost.
+    function test_gas_claimEpochs_perEpoch() public {
+        vm.prank(owner);
+        uint256 id = market.openDeal(provider, 1, 64, 1, 1, 120, PRICE, COLLATERAL);
+        vm.prank(provider);
+        market.acceptDeal(id);
+        Digest memory d = buildDigest(id, 1, 1, 0, 0, 64);
+        _post(d);
+        uint64 g0 = market.getDeal(id).startEpoch;
+        for (uint64 e; e < 120; ++e) {
+            vm.warp(uint256(market.genesis()) + uint256(g0 + e) * EPOCH + 1);
+            _draw(g0 + e, false);
+            vm.prank(provider);
+            market.commitEpoch(g0 + e, bytes32(uint256(1)), 1);
+        }
+        vm.warp(block.timestamp + EPOCH + GRACE);
+        bytes memory data = abi.encodeCall(market.claimEpochs, (id, 120));
+        _cool();
+        uint256 gl = gasleft();
+        market.claimEpochs(id, 120);
+        uint256 exec = gl - gasleft();
+        _report("claimEpochs (120 committed epochs)", exec, data);
+        emit log_named_uint("claimEpochs: execution gas per epoch (120)", exec / 120);
+        vm.assertEq(market.getDeal(id).claimCursor, 120);
     }
 }
