@@ -340,24 +340,27 @@ abstract contract EpochCommitments is MarketBase {
         uint256 ci = type(uint256).max;
         uint256 cw;
         bool dirty;
-        for (; e < end; ++e) {
-            if (e >> 7 != wi) {
-                if (dirty) bits[wi] = w;
-                wi = e >> 7;
-                w = bits[wi];
-                dirty = false;
+        // unchecked: e < end ≤ 2^32, sg < 2^64, shifts < 256, count ≤ end
+        unchecked {
+            for (; e < end; ++e) {
+                if (e >> 7 != wi) {
+                    if (dirty) bits[wi] = w;
+                    wi = e >> 7;
+                    w = bits[wi];
+                    dirty = false;
+                }
+                uint256 shift = (e & 127) << 1;
+                if ((w >> shift) & 3 != 0) continue;
+                uint256 g = sg + e;
+                if (g >> 8 != ci) {
+                    ci = g >> 8;
+                    cw = committed[ci];
+                }
+                if ((cw >> (g & 255)) & 1 == 0) continue;
+                w |= uint256(EpochStatus.Proven) << shift;
+                dirty = true;
+                ++count;
             }
-            uint256 shift = (e & 127) * 2;
-            if ((w >> shift) & 3 != 0) continue;
-            uint256 g = sg + e;
-            if (g >> 8 != ci) {
-                ci = g >> 8;
-                cw = committed[ci];
-            }
-            if ((cw >> (g & 255)) & 1 == 0) continue;
-            w |= uint256(EpochStatus.Proven) << shift;
-            dirty = true;
-            ++count;
         }
         if (dirty) bits[wi] = w;
     }
