@@ -465,8 +465,12 @@ contract GasTest is MarketFixture {
         _draw(g + 1, false);
         vm.prank(provider);
         market.commitEpoch(g + 1, bytes32(uint256(1)), 1);
+        data = abi.encodeCall(market.challengeEntry, (id, 1));
+        _cool();
         vm.prank(challenger);
+        gl = gasleft();
         uint256 c2 = market.challengeEntry(id, 1);
+        _report("challengeEntry (epoch 1)", gl - gasleft(), data);
         vm.warp(block.timestamp + ANSWER + 1);
         data = abi.encodeCall(market.faultChallenge, (c2));
         _cool();
