@@ -7,6 +7,8 @@ import {TestToken} from "../src/token/TestToken.sol";
 import {DporMarket} from "../src/DporMarket.sol";
 import {IDporMarket, IDporMarketFull} from "../src/market/IDporMarket.sol";
 import {Digest, SampleProof, BlockProof} from "../src/lib/DporTypes.sol";
+import {DporMerkle} from "../src/lib/DporMerkle.sol";
+import {DporCommitment} from "../src/lib/DporCommitment.sol";
 
 /// @notice Drives the market with random, mostly valid call sequences (any provider
 ///         behaviour: it proves only when called, so faults, slashes and terminations occur).
@@ -200,6 +202,87 @@ contract Handler is TestBase, TreeKit {
         market.closeDeal(_pick(i));
     }
 
+    // ------------------------------------------------------------ epoch commitments
+
+    mapping(uint64 => bytes32[]) internal leavesOf;
+    mapping(uint64 => mapping(uint256 => uint256)) internal indexOf;
+
+    /// The provider commits the current global epoch: honestly (a tree over the honest
+    /// responses of its deals) or a garbage root.
+    function commitEpoch(bool honest) external checked {
+        uint64 g = uint64((block.timestamp - market.genesis()) / market.epochSeconds());
+        bytes32 root = keccak256(abi.encode("garbage", g));
+        uint32 count;
+        if (honest) {
+            delete leavesOf[g];
+            for (uint256 i; i < deals.length; ++i) {
+                uint256 id = deals[i];
+                IDporMarket.Deal memory d = market.getDeal(id);
+                if (d.state != IDporMarket.DealState.Active || g < d.startEpoch || g - d.startEpoch >= d.numEpochs) {
+                    continue;
+                }
+                uint64 e = g - d.startEpoch;
+                (, bytes32 h,) = market.digestInForce(id, e);
+                if (h == bytes32(0)) continue;
+                leavesOf[g].push(_leafOf(id, e, preimage[h]));
+                indexOf[g][id] = leavesOf[g].length;
+            }
+            root = DporMerkle.rootOfLeaves(leavesOf[g]);
+            count = uint32(leavesOf[g].length);
+        }
+        vm.prank(provider);
+        market.commitEpoch(g, root, count);
+    }
+
+    function _proofsOf(uint256 id, uint64 e, Digest memory g) internal view returns (BlockProof[] memory ps) {
+        ps = new BlockProof[](market.getDeal(id).samplesPerEpoch);
+        for (uint256 j; j < ps.length; ++j) {
+            (uint8 tag, uint64 pos) = market.epochSample(id, e, j);
+            ps[j] = buildBlockProof(tag, pos, g.numBlocks, BETA);
+        }
+    }
+
+    function _leafOf(uint256 id, uint64 e, Digest memory g) internal view returns (bytes32) {
+        BlockProof[] memory ps = _proofsOf(id, e, g);
+        bytes[] memory blocks = new bytes[](ps.length);
+        for (uint256 j; j < ps.length; ++j) blocks[j] = ps[j].codedBlock;
+        return DporCommitment.leaf(id, e, g.version, DporCommitment.responseHash(market.peekSeed(id, e), blocks));
+    }
+
+    function challengeEntry(uint256 i, uint8 e) external checked {
+        if (deals.length == 0) return;
+        vm.prank(challenger);
+        market.challengeEntry(_pick(i), e % 4);
+    }
+
+    /// The provider answers challenge k with its honest response (fails when it committed garbage).
+    function answerChallenge(uint256 k) external checked {
+        uint256 n = market.challengeCount();
+        if (n == 0) return;
+        uint256 c = 1 + k % n;
+        IDporMarket.Challenge memory ch = market.getChallenge(c);
+        uint64 g = market.getDeal(ch.dealId).startEpoch + ch.epoch;
+        (, bytes32 h,) = market.digestInForce(ch.dealId, ch.epoch);
+        uint256 idx = indexOf[g][ch.dealId];
+        if (idx == 0) return;
+        Digest memory dg = preimage[h];
+        BlockProof[] memory ps = _proofsOf(ch.dealId, ch.epoch, dg);
+        bytes32[] memory path = DporMerkle.pathOf(leavesOf[g], idx - 1);
+        vm.prank(provider);
+        market.answerChallenge(c, dg, ps, idx - 1, path);
+    }
+
+    function faultChallenge(uint256 k) external checked {
+        uint256 n = market.challengeCount();
+        if (n == 0) return;
+        market.faultChallenge(1 + k % n);
+    }
+
+    function claimEpochs(uint256 i, uint8 upTo) external checked {
+        if (deals.length == 0) return;
+        market.claimEpochs(_pick(i), upTo % 6);
+    }
+
     function withdraw(uint8 who) external checked {
         address a = [owner, provider, challenger][who % 3];
         uint256 due = market.owed(a);
@@ -244,6 +327,10 @@ contract InvariantTest is MarketFixture {
             IDporMarket.Dispute memory x = market.getDispute(q);
             if (x.state == IDporMarket.DisputeState.Open) sum += x.bond;
         }
+        for (uint256 c = 1; c <= market.challengeCount(); ++c) {
+            IDporMarket.Challenge memory x = market.getChallenge(c);
+            if (x.state == IDporMarket.ChallengeState.Open) sum += x.bond;
+        }
         sum += market.owed(owner) + market.owed(provider) + market.owed(challenger);
         vm.assertEq(token.balanceOf(address(market)), sum, "token conservation");
     }
@@ -287,5 +374,71 @@ contract InvariantTest is MarketFixture {
             if (d.state == IDporMarket.DealState.Active) used += d.numBlocks;
         }
         vm.assertEq(market.getProvider(provider).usedBlocks, used, "capacity accounting");
+    }
+
+    /// The provider's on-chain deal list (safety draws) is exactly its Active deals, each
+    /// at its recorded index; a deal's open disputes count its open disputes and challenges.
+    function invariant_dealListAndOpenCounts() public view {
+        uint256[] memory list = market.providerDeals(provider);
+        uint256 active;
+        for (uint256 i = 1; i <= market.dealCount(); ++i) {
+            if (market.getDeal(i).state == IDporMarket.DealState.Active) ++active;
+        }
+        vm.assertEq(list.length, active, "list length");
+        for (uint256 i; i < list.length; ++i) {
+            IDporMarket.Deal memory d = market.getDeal(list[i]);
+            vm.assertEq(uint256(d.state), uint256(IDporMarket.DealState.Active), "listed deal not active");
+            vm.assertEq(d.listIndex, i, "list index");
+        }
+        uint256[] memory open = new uint256[](market.dealCount() + 1);
+        for (uint256 q = 1; q <= market.disputeCount(); ++q) {
+            IDporMarket.Dispute memory x = market.getDispute(q);
+            if (x.state == IDporMarket.DisputeState.Open) ++open[x.dealId];
+        }
+        for (uint256 c = 1; c <= market.challengeCount(); ++c) {
+            IDporMarket.Challenge memory x = market.getChallenge(c);
+            if (x.state == IDporMarket.ChallengeState.Open) {
+                ++open[x.dealId];
+                vm.assertEq(
+                    uint256(market.epochStatus(x.dealId, x.epoch)), uint256(IDporMarket.EpochStatus.Challenged)
+                );
+            }
+        }
+        for (uint256 i = 1; i <= market.dealCount(); ++i) {
+            vm.assertEq(market.getDeal(i).openDisputes, open[i], "open disputes + challenges");
+        }
+    }
+}
+
+/// @notice The handler's commitment actions do reach the market (so the invariants above
+///         see open, answered and faulted challenges and claims).
+contract InvariantHandlerCommitTest is MarketFixture {
+    Handler internal handler;
+
+    function setUp() public override {
+        super.setUp();
+        handler = new Handler(market, token, OWNER_PK, PROVIDER_PK, challenger);
+    }
+
+    function test_handlerCommitsChallengesAnswersFaultsClaims() public {
+        handler.openDeal(1, 3, true); // N = 2, 4 epochs
+        handler.postDigest(0, 1, 0);
+        vm.warp(T0 + EPOCH + 1); // deal epoch 0
+        handler.commitEpoch(true);
+        if (market.challengeCount() == 0) handler.challengeEntry(0, 0);
+        handler.answerChallenge(0);
+        vm.assertEq(uint256(market.getChallenge(1).state), uint256(IDporMarket.ChallengeState.Answered));
+        vm.warp(T0 + 2 * EPOCH + 1); // deal epoch 1: garbage root, challenged, faulted
+        handler.commitEpoch(false);
+        uint256 n = market.challengeCount();
+        if (market.getChallenge(n).epoch != 1) handler.challengeEntry(0, 1);
+        n = market.challengeCount();
+        vm.warp(block.timestamp + ANSWER + 1);
+        handler.faultChallenge(n - 1);
+        vm.assertEq(uint256(market.getChallenge(n).state), uint256(IDporMarket.ChallengeState.Faulted));
+        vm.assertEq(market.getDeal(1).failures, 1);
+        vm.warp(T0 + 10 * EPOCH);
+        handler.claimEpochs(0, 5);
+        vm.assertEq(market.getDeal(1).claimCursor, 4);
     }
 }
