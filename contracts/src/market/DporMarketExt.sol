@@ -71,5 +71,6 @@ contract DporMarketExt is ProviderRegistry, Disputes {
 
 /// @dev What {DporMarketExt.installCommitments} asks of a commitments extension.
 interface IHome {
+    /// @notice The market the extension was built for.
     function home() external view returns (address);
 }

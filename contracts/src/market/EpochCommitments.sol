@@ -70,6 +70,9 @@ abstract contract EpochCommitments is MarketBase {
     ///      force at start_g ({NoDigest}); now < start_g + epochSeconds + graceSeconds
     ///      ({ChallengePeriodOver}); the epoch unsettled ({EpochSettled}). Marks it
     ///      Challenged and counts it in the deal's open disputes (closeDeal waits).
+    ///      Emits {ChallengeOpened}.
+    /// @param dealId The deal.
+    /// @param epoch The deal epoch (0-based; global epoch startEpoch + epoch).
     /// @return challengeId The new challenge's id.
     function challengeEntry(uint256 dealId, uint64 epoch) external nonReentrant returns (uint256 challengeId) {
         _onlyHome();
@@ -94,6 +97,12 @@ abstract contract EpochCommitments is MarketBase {
     ///      {DigestMismatch} / {DigestNotInForce} for a wrong digest, the verifier's
     ///      {WrongSampleCount} / {WrongSample} / {WrongBlockLength} / {InvalidProof} for
     ///      wrong blocks, {NotInCommitment} when the path does not give the root.
+    ///      Emits {ChallengeAnswered}.
+    /// @param challengeId The challenge.
+    /// @param d Preimage of the digest in force at the epoch's start (its version is the leaf's v).
+    /// @param proofs The K whole-block proofs of the epoch, j = 0..K−1 (as submitEpochProof).
+    /// @param leafIndex The leaf's index in the committed tree (bit i: right child at height i).
+    /// @param leafPath Siblings from the leaf up (log2 of the padded leaf count).
     function answerChallenge(
         uint256 challengeId,
         Digest calldata d,
@@ -124,7 +133,10 @@ abstract contract EpochCommitments is MarketBase {
     ///         {challengerShareBps} of it plus the bond to the challenger, the rest to the
     ///         owner (all of it to the owner for a safety draw). Enough faults terminate
     ///         the deal.
-    /// @dev Anyone, once ({DisputeNotOpen} after), only after the deadline ({DeadlineNotPassed}).
+    /// @dev Anyone, once ({DisputeNotOpen} after, {UnknownDispute} for an unknown id),
+    ///      only after the deadline ({DeadlineNotPassed}). Emits {ChallengeFaulted} (and
+    ///      {DealTerminated} on the maxFailures-th fault).
+    /// @param challengeId The challenge.
     function faultChallenge(uint256 challengeId) external {
         _onlyHome();
         Challenge storage c = _liveChallenge(challengeId);
@@ -166,6 +178,8 @@ abstract contract EpochCommitments is MarketBase {
     ///         (docs/COMMITMENTS.md §4).
     /// @dev Anyone; deal Active ({WrongDealState}). A few hundred gas per epoch plus one
     ///      storage write per 128 epochs. Emits {EpochsClaimed} when the cursor moves.
+    /// @param dealId The deal.
+    /// @param upTo Deal epoch to stop before (exclusive; capped at numEpochs).
     function claimEpochs(uint256 dealId, uint64 upTo) external {
         _onlyHome();
         _claim(dealId, _activeDeal(dealId), upTo);
