@@ -14,7 +14,7 @@ use alloy_sol_types::SolEvent;
 use dpor_core::digest::Digest;
 
 impl Market {
-    async fn logs<E: SolEvent>(&self, what: &'static str, filter: Filter) -> Result<Vec<(E, u64)>, ChainError> {
+    pub(crate) async fn logs<E: SolEvent>(&self, what: &'static str, filter: Filter) -> Result<Vec<(E, u64)>, ChainError> {
         let filter = filter.address(self.address()).event_signature(E::SIGNATURE_HASH);
         let logs: Vec<Log> = self.provider.get_logs(&filter).await.map_err(|e| rpc_err(what, e))?;
         logs.iter()

@@ -44,6 +44,9 @@ pub enum EpochStatus {
     Proven,
     /// Missed: the owner was refunded (and the provider slashed if a digest existed).
     Missed,
+    /// Challenged: a challenge of the provider's commitment entry is open
+    /// (docs/COMMITMENTS.md §3); it ends Proven or Missed.
+    Challenged,
 }
 
 impl EpochStatus {
@@ -52,6 +55,7 @@ impl EpochStatus {
         match v {
             1 => Self::Proven,
             2 => Self::Missed,
+            3 => Self::Challenged,
             _ => Self::None,
         }
     }

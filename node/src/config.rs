@@ -52,6 +52,9 @@ pub struct NodeConfig {
     /// in the background. 0 builds every run inside its write. Default
     /// [`DEFAULT_DEFER_FROM_BLOCKS`].
     pub defer_from_blocks: u64,
+    /// Prove epochs with one commitment per global epoch over all deals
+    /// (docs/COMMITMENTS.md) instead of one `submitEpochProof` per deal. Default false.
+    pub epoch_commitments: bool,
     /// Testing only (cargo feature `testing`; not a key of a normal build): answer
     /// audits like a cheating node (see `handler::Misbehavior`).
     #[cfg(feature = "testing")]
@@ -86,6 +89,7 @@ impl Default for NodeConfig {
             request_timeout_secs: 300,
             serve_rate_bytes_per_sec: None,
             defer_from_blocks: DEFAULT_DEFER_FROM_BLOCKS,
+            epoch_commitments: false,
             #[cfg(feature = "testing")]
             misbehave: crate::handler::Misbehavior::None,
         }

@@ -62,6 +62,11 @@ struct RunArgs {
     /// write is acknowledged (deamortized rebuilds); 0 builds every run inside its write.
     #[arg(long, value_name = "CODED_BLOCKS")]
     defer_from_blocks: Option<u64>,
+    /// Prove epochs with one commitment per global epoch over all deals, keeping and
+    /// serving the responses and answering challenges (docs/COMMITMENTS.md), instead
+    /// of one on-chain proof per deal per epoch.
+    #[arg(long)]
+    epoch_commitments: bool,
     /// Testing only (cargo feature `testing`): cheat on audits (none, wrong-block,
     /// stale-level, other-deal), commit wrong coded blocks (commit-wrong), keep only
     /// half of every coded block, for audits and epoch proofs alike (partial-blocks),
@@ -161,6 +166,9 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     if let Some(v) = args.defer_from_blocks {
         config.defer_from_blocks = v;
+    }
+    if args.epoch_commitments {
+        config.epoch_commitments = true;
     }
     config.validate()?;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("tokio runtime")?;

@@ -1,7 +1,7 @@
 //! One running node: the store, the libp2p server with the [`NodeHandler`], and the
 //! chain agent, wired together and stopped together.
 
-use crate::chain_tasks::{AgentConfig, ChainAgent, NodeRuns, Registration};
+use crate::chain_tasks::{AgentConfig, ChainAgent, EpochProofs, NodeRuns, Registration};
 use crate::config::NodeConfig;
 use crate::handler::{ChainDeal, DealLookup, NodeHandler};
 use crate::signing::ProviderSigner;
@@ -95,6 +95,19 @@ impl NodeRuns for StoreRuns {
             Err(e) => Err(e.into()),
         }
     }
+
+    fn put_epoch_responses(&self, items: &[(u64, u64, Vec<u8>)]) -> anyhow::Result<()> {
+        Ok(self.0.put_epoch_responses(items)?)
+    }
+
+    fn epoch_response(&self, deal: u64, epoch: u64) -> anyhow::Result<Option<Vec<u8>>> {
+        Ok(self.0.epoch_response(deal, epoch)?)
+    }
+
+    fn prune_epoch_responses(&self, deal: u64, before: u64) -> anyhow::Result<()> {
+        self.0.prune_epoch_responses(deal, before)?;
+        Ok(())
+    }
 }
 
 /// A running node.
@@ -187,6 +200,7 @@ pub async fn start(config: &NodeConfig) -> anyhow::Result<RunningNode> {
             capacity_blocks: config.capacity_blocks,
             stake: config.stake,
         }),
+        epoch_proofs: if config.epoch_commitments { EpochProofs::Commitment } else { EpochProofs::PerDeal },
         ..AgentConfig::default()
     };
     let (shutdown, rx) = tokio::sync::watch::channel(false);

@@ -121,6 +121,15 @@ impl NodeClient {
         }
     }
 
+    /// The response the node committed for `deal`'s deal epoch `epoch`
+    /// (docs/COMMITMENTS.md §6); an error if it did not commit it or no longer keeps it.
+    pub async fn epoch_response(&self, deal: u64, epoch: u64) -> anyhow::Result<dpor_proto::messages::WireEpochResponse> {
+        match self.call(Request::EpochResponse { deal, epoch }).await? {
+            Response::EpochResponse(r) => Ok(r),
+            other => unexpected("epoch-response", &other),
+        }
+    }
+
     /// Read(i): (block, σ̃_U, U path).
     pub async fn read(&self, deal: u64, index: u64) -> anyhow::Result<(Vec<u8>, B256, Vec<B256>)> {
         match self.call(Request::Read { deal, index }).await? {
@@ -338,6 +347,7 @@ pub(crate) fn unexpected<T>(what: &str, got: &Response) -> anyhow::Result<T> {
         Response::Cosigned { .. } => "Cosigned",
         Response::Outcome(_) => "Outcome",
         Response::SecretAudit { .. } => "SecretAudit",
+        Response::EpochResponse(_) => "EpochResponse",
         Response::Error(_) => "Error",
     };
     bail!("the node answered the {what} request with an unexpected or mismatched {name} response")

@@ -58,6 +58,10 @@ pub struct ChainAgent {
     pub(crate) disputes: BTreeMap<u64, DisputeTrack>,
     /// The market's parameters (immutable), read on the first tick.
     pub(crate) params: Option<MarketParams>,
+    /// Commitment mode: what was committed and which challenges are pending.
+    pub(crate) commits: super::commit::CommitTrack,
+    /// The last commitment posted: (global epoch, entries, gas, seconds to build).
+    pub(crate) last_commit: Option<(u64, u32, u64, f64)>,
     warned_no_signer: bool,
 }
 
@@ -76,6 +80,8 @@ impl ChainAgent {
             digests: HashMap::new(),
             disputes: BTreeMap::new(),
             params: None,
+            commits: super::commit::CommitTrack { challenge_cursor: from, ..Default::default() },
+            last_commit: None,
             warned_no_signer: false,
         }
     }
@@ -141,6 +147,9 @@ impl ChainAgent {
         let ids: Vec<u64> = self.deals.keys().copied().collect();
         for id in ids {
             self.step_deal(me, id, block, now).await;
+        }
+        if self.config.epoch_proofs == super::EpochProofs::Commitment {
+            self.step_commitments(me, now).await;
         }
         self.step_disputes(now).await;
         if self.config.withdraw {

@@ -100,7 +100,9 @@ impl ChainAgent {
             DealState::Active => {
                 // Epoch first: it pins the digest in force before a newer posted digest
                 // moves the store's "posted" pin (scan_deal_logs).
-                self.step_epoch(id, &info, &params, now).await;
+                if self.config.epoch_proofs == super::EpochProofs::PerDeal {
+                    self.step_epoch(id, &info, &params, now).await;
+                }
                 self.scan_deal_logs(id, block).await;
                 if self.config.close_finished && now >= params.dispute_period_end(&info) && info.open_disputes == 0 {
                     self.close(id).await;

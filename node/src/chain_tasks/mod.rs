@@ -11,6 +11,7 @@
 //! - [`agent`]: [`ChainAgent`] and its loop; `deals`, `epochs`, `disputes`: its steps.
 
 pub mod agent;
+pub mod commit;
 mod deals;
 mod disputes;
 mod epochs;
@@ -47,6 +48,34 @@ pub trait NodeRuns: Send + Sync + 'static {
         let _ = (deal, epoch);
         Ok(())
     }
+    /// Keeps the encoded responses `(deal, deal epoch, bytes)` of one commitment
+    /// durably (docs/COMMITMENTS.md §6), before the commitment is posted. Default:
+    /// unsupported (per-deal proof mode only).
+    fn put_epoch_responses(&self, items: &[(u64, u64, Vec<u8>)]) -> anyhow::Result<()> {
+        let _ = items;
+        anyhow::bail!("this storage keeps no epoch responses")
+    }
+    /// The kept encoded response of `deal`'s epoch `epoch`, if any. Default: none.
+    fn epoch_response(&self, deal: u64, epoch: u64) -> anyhow::Result<Option<Vec<u8>>> {
+        let _ = (deal, epoch);
+        Ok(None)
+    }
+    /// Drops `deal`'s kept responses of epochs below `before`. Default: nothing kept.
+    fn prune_epoch_responses(&self, deal: u64, before: u64) -> anyhow::Result<()> {
+        let _ = (deal, before);
+        Ok(())
+    }
+}
+
+/// How the agent proves its deals' epochs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EpochProofs {
+    /// One `submitEpochProof` per deal per epoch (≈ 240k gas each; docs/CONTRACTS.md §5).
+    #[default]
+    PerDeal,
+    /// One `commitEpoch` per global epoch over all deals, responses kept and served,
+    /// challenges answered (docs/COMMITMENTS.md).
+    Commitment,
 }
 
 /// The terms the agent registers the provider with if it is not registered yet.
@@ -86,10 +115,13 @@ pub struct AgentConfig {
     /// Close finished deals (`closeDeal` once their last deadline + `graceSeconds` has
     /// passed and no dispute is open), freeing the collateral.
     pub close_finished: bool,
+    /// Per-deal epoch proofs or one commitment per epoch.
+    pub epoch_proofs: EpochProofs,
 }
 
 impl Default for AgentConfig {
-    /// 1 s ticks, auto-accept, withdraw and close on, no registration, scan from block 0.
+    /// 1 s ticks, auto-accept, withdraw and close on, no registration, scan from block 0,
+    /// per-deal epoch proofs.
     fn default() -> Self {
         Self {
             poll_interval: Duration::from_secs(1),
@@ -98,6 +130,7 @@ impl Default for AgentConfig {
             withdraw: true,
             from_block: 0,
             close_finished: true,
+            epoch_proofs: EpochProofs::PerDeal,
         }
     }
 }

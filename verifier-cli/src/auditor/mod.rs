@@ -19,6 +19,7 @@ pub mod mark_missed;
 pub mod record;
 pub mod slash;
 pub mod watch;
+pub mod watch_commit;
 pub mod withdraw;
 
 use crate::context::Ctx;
@@ -156,6 +157,10 @@ pub enum AuditorCommand {
         /// With --repair: the terms of the new deals.
         #[command(flatten)]
         terms: crate::disperse::DealTerms,
+        /// Check only the providers' epoch commitments (fetch, verify, challenge), not
+        /// a public audit recorded on chain per deal per epoch: for thousands of deals.
+        #[arg(long)]
+        commitments_only: bool,
     },
 }
 
@@ -194,7 +199,19 @@ pub async fn run(ctx: &Ctx, cmd: AuditorCommand) -> anyhow::Result<Output> {
         AuditorCommand::Slash { dispute } => slash::run(ctx, dispute).await,
         AuditorCommand::MarkMissed { deal, epoch } => mark_missed::run(ctx, deal, epoch).await,
         AuditorCommand::Withdraw => withdraw::run(ctx).await,
-        AuditorCommand::Watch { deals, all, watch_state, interval, retries, once, repair, unreachable_epochs, max_faults, terms } => {
+        AuditorCommand::Watch {
+            deals,
+            all,
+            watch_state,
+            interval,
+            retries,
+            once,
+            repair,
+            unreachable_epochs,
+            max_faults,
+            terms,
+            commitments_only,
+        } => {
             anyhow::ensure!(all || !deals.is_empty() || !repair.is_empty(), "give --deal ID (repeatable), --all or --repair DIR");
             let args = watch::WatchArgs {
                 deals,
@@ -205,6 +222,7 @@ pub async fn run(ctx: &Ctx, cmd: AuditorCommand) -> anyhow::Result<Output> {
                 once,
                 repair,
                 repair_options: crate::disperse::repair::RepairOptions { shards: Vec::new(), max_faults, unreachable_epochs, dry_run: false, terms },
+                commitments_only,
             };
             watch::run(ctx, args).await
         }

@@ -42,6 +42,15 @@ pub struct DealProgress {
     pub missing_tries: BTreeMap<u64, u32>,
     /// Disputes this auditor opened: id → done (slashed, answered).
     pub disputes: BTreeMap<u64, bool>,
+    /// Epochs whose committed entry was checked (verified, or challenged).
+    #[serde(default)]
+    pub commit_checked: BTreeSet<u64>,
+    /// Committed entries the node did not serve: epoch → attempts so far.
+    #[serde(default)]
+    pub commit_missing: BTreeMap<u64, u32>,
+    /// Challenges of committed entries this watcher opened: id → done.
+    #[serde(default)]
+    pub challenges: BTreeMap<u64, bool>,
 }
 
 /// The state file of `watch`.
@@ -112,11 +121,15 @@ pub struct WatchArgs {
     pub repair: Vec<PathBuf>,
     /// How `repair` judges and replaces shards.
     pub repair_options: crate::disperse::repair::RepairOptions,
+    /// Check only the providers' epoch commitments (docs/COMMITMENTS.md §7), not a
+    /// public audit recorded on chain per deal per epoch: what scales to thousands of
+    /// deals (an audit record costs ≈ 130k gas each).
+    pub commitments_only: bool,
 }
 
 /// One log line about `deal` (0: about the account, e.g. a withdrawal; the JSON line
 /// then has no `deal` field).
-fn log(ctx: &Ctx, action: &str, deal: u64, human: String, mut extra: serde_json::Value) {
+pub(crate) fn log(ctx: &Ctx, action: &str, deal: u64, human: String, mut extra: serde_json::Value) {
     if ctx.json {
         extra["action"] = json!(action);
         if deal != 0 {
@@ -166,6 +179,9 @@ pub async fn run(ctx: &Ctx, args: WatchArgs) -> Result<Output> {
     let params = ctx.market.params().await.context("reading the market's parameters")?;
     let mut actions = 0u64;
     loop {
+        let started = std::time::Instant::now();
+        let mut nodes = super::watch_commit::NodeCache::default();
+        let mut watched = 0u64;
         let ids: Vec<u64> = if args.all {
             let n = ctx.market.deal_count().await?;
             (1..=n).collect()
@@ -173,7 +189,8 @@ pub async fn run(ctx: &Ctx, args: WatchArgs) -> Result<Output> {
             args.deals.clone()
         };
         for id in ids {
-            match pass_deal(ctx, &args, &params, &mut state, me, id).await {
+            watched += 1;
+            match pass_deal(ctx, &args, &params, &mut state, &mut nodes, me, id).await {
                 Ok(n) => actions += n,
                 Err(e) => log(ctx, "error", id, format!("{e:#} (retrying next pass)"), json!({"error": format!("{e:#}")})),
             }
@@ -200,6 +217,8 @@ pub async fn run(ctx: &Ctx, args: WatchArgs) -> Result<Output> {
             },
             _ => {}
         }
+        let seconds = started.elapsed().as_secs_f64();
+        log(ctx, "pass", 0, format!("pass over {watched} deals in {seconds:.1} s"), json!({"deals": watched, "seconds": seconds}));
         if args.once {
             break;
         }
@@ -209,7 +228,15 @@ pub async fn run(ctx: &Ctx, args: WatchArgs) -> Result<Output> {
 }
 
 /// One deal, one pass. Returns the number of on-chain actions taken.
-async fn pass_deal(ctx: &Ctx, args: &WatchArgs, params: &MarketParams, state: &mut WatchState, me: alloy_primitives::Address, id: u64) -> Result<u64> {
+async fn pass_deal(
+    ctx: &Ctx,
+    args: &WatchArgs,
+    params: &MarketParams,
+    state: &mut WatchState,
+    nodes: &mut super::watch_commit::NodeCache,
+    me: alloy_primitives::Address,
+    id: u64,
+) -> Result<u64> {
     let deal = ctx.market.get_deal(id).await?;
     if deal.state == DealState::None {
         return Ok(0);
@@ -217,10 +244,14 @@ async fn pass_deal(ctx: &Ctx, args: &WatchArgs, params: &MarketParams, state: &m
     let now = ctx.market.latest_timestamp().await?;
     let mut n = 0;
     if deal.state == DealState::Active {
-        n += audit_step(ctx, args, params, state, me, &deal, now).await?;
+        if !args.commitments_only {
+            n += audit_step(ctx, args, params, state, me, &deal, now).await?;
+        }
+        n += super::watch_commit::commitment_step(ctx, args, params, state, nodes, &deal, now).await?;
         n += missed_step(ctx, &args.state, params, state, &deal, now).await?;
     }
     n += slash_step(ctx, &args.state, state, id, now).await?;
+    n += super::watch_commit::fault_step(ctx, args, state, id, now).await?;
     Ok(n)
 }
 
@@ -299,7 +330,10 @@ async fn missed_step(ctx: &Ctx, path: &Path, params: &MarketParams, state: &mut 
     let from = state.deals.get(&id).map(|p| p.settled_below).unwrap_or(0);
     let mut n = 0;
     for e in from..over {
-        if ctx.market.epoch_status(id, e).await? == EpochStatus::None {
+        // An epoch whose provider committed is settled by challenges and claims, never
+        // marked missed (the market refuses: EpochCommitted).
+        let committed = ctx.market.get_commitment(deal.provider, deal.start_epoch + e).await?.is_some();
+        if !committed && ctx.market.epoch_status(id, e).await? == EpochStatus::None {
             ctx.market.mark_missed(id, e).await.with_context(|| format!("markMissed epoch {e}"))?;
             n += 1;
             let f = ctx.market.get_deal(id).await?.failures;

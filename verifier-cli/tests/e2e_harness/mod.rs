@@ -163,6 +163,11 @@ impl World {
     /// `dev.mine`) with the contracts, funds the provider and starts the node, which
     /// registers itself; returns once the provider is registered on chain.
     pub async fn start() -> World {
+        World::start_with(&[]).await
+    }
+
+    /// [`World::start`] with extra `dpor-node run` flags (e.g. `--epoch-commitments`).
+    pub async fn start_with(node_args: &[&str]) -> World {
         let started = Instant::now();
         let dev = Devnet::start(None).await.expect("devnet (is `npm install` done?)");
         let dir = tempfile::tempdir().expect("tempdir");
@@ -187,6 +192,7 @@ impl World {
             .arg("--addr-file")
             .arg(&addr_file)
             .args(["--poll-interval-ms", "200"])
+            .args(node_args)
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
@@ -283,14 +289,22 @@ impl World {
 
     /// Opens a deal for `file` (λ = `lambda`, 2 samples per epoch, 100 epochs) as the
     /// owner, waits for the node to accept it, uploads and posts digest v1. Returns the
-    /// deal id.
+    /// deal id. The owner state is `owner.json`.
     pub async fn open_and_upload(&self, file: &str, lambda: u32) -> u64 {
+        self.open_and_upload_in(file, lambda, "owner.json").await
+    }
+
+    /// [`World::open_and_upload`] with the owner state in the work dir's file `state`
+    /// (one state file per deal).
+    pub async fn open_and_upload_in(&self, file: &str, lambda: u32, state: &str) -> u64 {
         let path = self.path(file);
         let path = path.to_str().expect("utf-8 path");
-        let j = self
-            .dpor(OWNER, &["deal", "open", "--provider", &format!("{:?}", self.provider), "--file", path, "--lambda", &lambda.to_string(), "--samples", "2", "--epochs", "100", "--mint"])
-            .await
-            .expect_ok("deal open");
+        let state = self.path(state);
+        let state = state.to_str().expect("utf-8 path");
+        let provider = format!("{:?}", self.provider);
+        let lambda = lambda.to_string();
+        let open = ["--state", state, "deal", "open", "--provider", &provider, "--file", path, "--lambda", &lambda, "--samples", "2", "--epochs", "100", "--mint"];
+        let j = self.dpor(OWNER, &open).await.expect_ok("deal open");
         let deal = j["deal"].as_u64().expect("deal id in the output");
         if hand_provider() {
             tokio::time::sleep(Duration::from_secs(3)).await;
@@ -300,8 +314,8 @@ impl World {
                 Err(e) => panic!("accept by hand: {e}"),
             }
         }
-        self.dpor(OWNER, &["upload", path]).await.expect_ok("upload");
-        self.dpor(OWNER, &["checkpoint"]).await.expect_ok("checkpoint v1");
+        self.dpor(OWNER, &["--state", state, "upload", path]).await.expect_ok("upload");
+        self.dpor(OWNER, &["--state", state, "checkpoint"]).await.expect_ok("checkpoint v1");
         deal
     }
 }

@@ -1,0 +1,175 @@
+//! `dpor watch`, commitment part (docs/COMMITMENTS.md §7): for each watched deal whose
+//! provider committed the current (or the previous) epoch, fetch the node's committed
+//! response over libp2p, check it exactly as `answerChallenge` would on chain
+//! ([`dpor_chain::verify_epoch_response`]), and challenge the entry on chain (bond
+//! locked) when it is wrong, or when the node did not serve it after `--retries`
+//! passes. Then fault this watcher's challenges left unanswered past their deadline.
+
+use super::watch::{log, WatchArgs, WatchState};
+use crate::context::Ctx;
+use crate::node_client::NodeClient;
+use anyhow::{Context, Result};
+use dpor_chain::{ChallengeState, CommittedEpoch, DealInfo, MarketParams};
+use serde_json::json;
+use std::collections::HashMap;
+
+/// Node connections of one pass, by provider (one dial per provider per pass).
+#[derive(Default)]
+pub struct NodeCache(HashMap<alloy_primitives::Address, NodeClient>);
+
+impl NodeCache {
+    async fn get(&mut self, ctx: &Ctx, deal: &DealInfo) -> Result<&NodeClient> {
+        if !self.0.contains_key(&deal.provider) {
+            let c = ctx.node_for_deal(deal.id).await?;
+            self.0.insert(deal.provider, c);
+        }
+        self.0.get(&deal.provider).context("node connection vanished")
+    }
+}
+
+/// Outcome of checking one committed entry.
+enum Check {
+    /// Not committed (yet), or nothing to check (no digest in force).
+    NotYet,
+    /// The response verifies.
+    Good,
+    /// The node did not serve it.
+    Missing(String),
+    /// The response is wrong.
+    Wrong(String),
+}
+
+async fn check_entry(ctx: &Ctx, nodes: &mut NodeCache, deal: &DealInfo, epoch: u64) -> Result<Check> {
+    let id = deal.id;
+    let g = deal.start_epoch + epoch;
+    let Some(root) = ctx.market.get_commitment(deal.provider, g).await? else { return Ok(Check::NotYet) };
+    let inforce = ctx.market.digest_in_force(id, epoch).await?;
+    if inforce.version == 0 {
+        return Ok(Check::NotYet);
+    }
+    let digest = ctx
+        .market
+        .digest_by_hash(id, inforce.hash, 0)
+        .await?
+        .with_context(|| format!("no DigestPosted log for digest v{}", inforce.version))?;
+    let Some(seed) = ctx.market.epoch_seed(id, epoch).await? else { return Ok(Check::NotYet) };
+    let node = match nodes.get(ctx, deal).await {
+        Ok(n) => n,
+        Err(e) => return Ok(Check::Missing(format!("{e:#}"))),
+    };
+    let r = match node.epoch_response(id, epoch).await {
+        Ok(r) => r,
+        Err(e) => return Ok(Check::Missing(format!("{e:#}"))),
+    };
+    let coded = dpor_core::BlockFormat::new(deal.block_size as usize)
+        .map_err(|e| anyhow::anyhow!("deal {id}: {e}"))?
+        .coded_block_bytes();
+    let at = CommittedEpoch {
+        deal_id: id,
+        epoch,
+        digest: &digest,
+        digest_hash: inforce.hash,
+        sample_seed: seed,
+        root,
+        samples_per_epoch: deal.samples_per_epoch,
+        coded_block_bytes: coded,
+    };
+    let proofs: Vec<_> =
+        r.proofs.iter().map(|p| dpor_chain::block_proof_from(p.run_tag, p.position, &p.block, &p.run_path)).collect();
+    Ok(match dpor_chain::verify_epoch_response(&at, r.version, &proofs, r.leaf_index, &r.leaf_path) {
+        Ok(()) if r.deal == id && r.epoch == epoch => Check::Good,
+        Ok(()) => Check::Wrong(format!("the node answered for deal {} epoch {}", r.deal, r.epoch)),
+        Err(e) => Check::Wrong(e.to_string()),
+    })
+}
+
+/// Checks the deal's committed entries of the current and the previous epoch (each
+/// once), challenging what fails. Returns the on-chain actions taken.
+pub async fn commitment_step(
+    ctx: &Ctx,
+    args: &WatchArgs,
+    params: &MarketParams,
+    state: &mut WatchState,
+    nodes: &mut NodeCache,
+    deal: &DealInfo,
+    now: u64,
+) -> Result<u64> {
+    let id = deal.id;
+    let Some(cur) = params.deal_epoch_at(deal, now).or_else(|| params.epochs_over(deal, now).checked_sub(1)) else {
+        return Ok(0);
+    };
+    let mut n = 0;
+    for epoch in [cur.saturating_sub(1), cur] {
+        if epoch >= u64::from(deal.num_epochs) || state.deals.get(&id).is_some_and(|p| p.commit_checked.contains(&epoch)) {
+            continue;
+        }
+        // A challenge is possible until the epoch's deadline + graceSeconds.
+        let w = params.window(deal, epoch);
+        if now >= w.deadline + params.grace_seconds {
+            state.deals.entry(id).or_default().commit_checked.insert(epoch);
+            continue;
+        }
+        let outcome = check_entry(ctx, nodes, deal, epoch).await?;
+        let why = match outcome {
+            Check::NotYet => continue,
+            Check::Good => {
+                state.deals.entry(id).or_default().commit_checked.insert(epoch);
+                state.save(&args.state)?;
+                log(ctx, "commitment-ok", id, format!("epoch {epoch}: the committed response verifies"), json!({"epoch": epoch}));
+                continue;
+            }
+            Check::Missing(why) => {
+                let p = state.deals.entry(id).or_default();
+                let t = p.commit_missing.entry(epoch).or_insert(0);
+                *t += 1;
+                let t = *t;
+                if t <= args.retries {
+                    state.save(&args.state)?;
+                    log(ctx, "commitment-unanswered", id,
+                        format!("epoch {epoch}: the node did not serve its committed response (attempt {t} of {}): {why}", args.retries),
+                        json!({"epoch": epoch, "attempt": t, "error": why}));
+                    continue;
+                }
+                format!("not served after {t} attempts: {why}")
+            }
+            Check::Wrong(why) => why,
+        };
+        let bond = ctx.market.dispute_bond().await?;
+        ctx.market.ensure_allowance(alloy_primitives::U256::from(bond)).await?;
+        let q = ctx.market.challenge_entry(id, epoch).await.with_context(|| format!("challengeEntry epoch {epoch}"))?;
+        n += 1;
+        let p = state.deals.entry(id).or_default();
+        p.commit_checked.insert(epoch);
+        p.commit_missing.remove(&epoch);
+        p.challenges.insert(q, false);
+        state.save(&args.state)?;
+        log(ctx, "challenge", id, format!("epoch {epoch}: committed entry FAILED ({why}); challenge {q} opened"),
+            json!({"epoch": epoch, "challenge_id": q, "reason": why}));
+    }
+    Ok(n)
+}
+
+/// Faults this watcher's challenges left unanswered past their deadline; logs the
+/// answered ones. Returns the on-chain actions taken.
+pub async fn fault_step(ctx: &Ctx, args: &WatchArgs, state: &mut WatchState, id: u64, now: u64) -> Result<u64> {
+    let open: Vec<u64> =
+        state.deals.get(&id).map(|p| p.challenges.iter().filter(|(_, done)| !**done).map(|(q, _)| *q).collect()).unwrap_or_default();
+    let mut n = 0;
+    for q in open {
+        let c = ctx.market.get_challenge(q).await?;
+        match c.state {
+            ChallengeState::Open if now > c.deadline => {
+                ctx.market.fault_challenge(q).await.with_context(|| format!("faultChallenge {q}"))?;
+                n += 1;
+                log(ctx, "challenge-faulted", id, format!("challenge {q} unanswered past its deadline: slashed"), json!({"challenge_id": q}));
+            }
+            ChallengeState::Open => continue,
+            ChallengeState::Answered => log(ctx, "challenge-answered", id,
+                format!("challenge {q} was answered on chain (bond to the provider)"), json!({"challenge_id": q})),
+            _ => {}
+        }
+        state.deals.entry(id).or_default().challenges.insert(q, true);
+        state.save(&args.state)?;
+    }
+    Ok(n)
+}
