@@ -149,9 +149,12 @@ abstract contract DealManager is MarketBase {
     }
 
     /// @notice Ends a deal that never got a digest (finding 9): after acceptedAt +
-    ///         {uploadSeconds} with no digest posted, either party may close it: all
-    ///         unspent escrow back to the owner, all collateral back to the provider
-    ///         (no epoch could be a fault: none had a digest in force).
+    ///         {uploadSeconds} with no digest posted, either party may close it. The
+    ///         provider is paid for the capacity the deal held (second review): the price
+    ///         of every global epoch from the one of acceptance to the current one,
+    ///         both included, at most the escrow; the rest of the escrow goes back to the
+    ///         owner, all collateral back to the provider (no epoch could be a fault:
+    ///         none had a digest in force). Event {UploadLockPaid}, then {DealClosed}.
     /// @dev Only the deal's owner or provider, deal Active, no digest ever posted.
     function exitBeforeUpload(uint256 dealId) external {
         Deal storage d = _activeDeal(dealId);
@@ -159,10 +162,15 @@ abstract contract DealManager is MarketBase {
         if (d.digestVersion != 0) revert DigestExists();
         if (block.timestamp < uint256(d.acceptedAt) + uploadSeconds) revert UploadNotOver();
         d.state = DealState.Completed;
+        // Accepted in global epoch startEpoch − 1; the current one is ⌊(now − T0)/P⌋.
+        uint256 locked = (block.timestamp - genesis) / epochSeconds + 2 - d.startEpoch;
+        uint256 price = locked * d.pricePerEpoch;
         (uint128 esc, uint128 col) = _drain(d);
-        emit DealClosed(dealId, 0, 0, esc, col);
-        _credit(d.owner, esc);
-        _credit(d.provider, col);
+        uint128 fee = price < esc ? uint128(price) : esc;
+        emit UploadLockPaid(dealId, uint32(locked), fee);
+        emit DealClosed(dealId, 0, 0, esc - fee, col);
+        _credit(d.owner, esc - fee);
+        _credit(d.provider, uint256(col) + fee);
     }
 
     /// @notice Closes an active deal once its last deadline + {graceSeconds} has passed
