@@ -90,9 +90,11 @@ impl ChainAgent {
         }
     }
 
-    /// One deal: refresh it, accept it if Open; if Active prove the current epoch (which
-    /// pins the digest in force first), then follow its digests and disputes, and close
-    /// it once finished (last deadline + grace passed, no dispute open).
+    /// One deal: refresh it, accept it if Open and the policy allows ([`refusal`]); if
+    /// Active prove the current epoch (which pins the digest in force first), mark the
+    /// past epochs the beacon outage excuses, follow its digests and disputes, and close
+    /// it once finished (last deadline + grace passed, no dispute open), or, never
+    /// uploaded, leave it with `exitBeforeUpload` once its term is over.
     pub(crate) async fn step_deal(&mut self, me: Address, id: u64, block: u64, now: u64) {
         let info = match self.market.get_deal(id).await {
             Ok(i) => i,
@@ -126,7 +128,12 @@ impl ChainAgent {
                 self.step_epoch(id, &info, &params, now).await;
                 self.step_excused(id, &info, &params, now).await;
                 self.scan_deal_logs(id, block).await;
-                if self.config.close_finished && info.digest_version == 0 && now >= params.last_deadline(&info) {
+                let upload_over = now >= info.accepted_at.saturating_add(params.upload_seconds);
+                if self.config.close_finished
+                    && info.digest_version == 0
+                    && upload_over
+                    && now >= params.last_deadline(&info)
+                {
                     // Never uploaded: exitBeforeUpload pays us the epochs the deal held
                     // our capacity (closeDeal, possible only after the grace period,
                     // would refund the whole escrow to the owner).
@@ -161,8 +168,9 @@ impl ChainAgent {
         }
     }
 
-    /// `exitBeforeUpload` on a deal whose owner never posted a digest, once its term is
-    /// over (its uploadSeconds are then over too: the node accepts no shorter term).
+    /// `exitBeforeUpload` on a deal whose owner never posted a digest, once its term and
+    /// its upload period are over (the node accepts no term shorter than the upload
+    /// period, but `requestExit` may shorten one).
     async fn exit_unused(&mut self, id: u64) {
         if self.deals.get(&id).is_some_and(|t| t.closed) {
             return;
