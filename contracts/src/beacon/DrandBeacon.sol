@@ -14,10 +14,9 @@ import {IRandomnessBeacon} from "../market/IRandomnessBeacon.sol";
 ///         available. Deployed with a local key (`dpor-beacon keygen`), the same code runs the offline demo.
 ///         Implements the market's `IRandomnessBeacon` (randomness, roundAt, recordedAt: the block time of a
 ///         round's first relay, which the market uses to excuse epochs whose round came too late). docs/BEACON.md.
-/// @dev Gas of `record` (test_gas_record in contracts/test/beacon/DrandBeacon.t.sol; docs/BEACON.md): 160k-173k
-///      execution (prague) before `recordedAt` was stored, of which the 2-pair pairing is 113k, hashing to G1 about
-///      18k (34k under Osaka's modexp pricing, EIP-7883) and the storage write 22k; storing the relay time is one
-///      more 22k write.
+/// @dev Gas of `record` (test_gas_record in contracts/test/beacon/DrandBeacon.t.sol; docs/BEACON.md): 183k-195k
+///      execution (prague), of which the 2-pair pairing is 113k, hashing to G1 about 18k (34k under Osaka's modexp
+///      pricing, EIP-7883) and the two storage writes (randomness, recordedAt) 44k.
 contract DrandBeacon is IRandomnessBeacon {
     /// @notice The hash-to-curve domain separation tag of drand's `bls-bn254-unchained-on-g1` scheme.
     bytes public constant DST = "BLS_SIG_BN254G1_XMD:KECCAK-256_SVDW_RO_NUL_";
