@@ -2,7 +2,9 @@
 //! contracts/src/beacon/DrandBeacon.sol: drand `evmnet` BLS-on-BN254 rounds verified
 //! on chain), as far as a relay needs it: which round an epoch's seed uses
 //! (`roundAt`), whether it is recorded (`randomness`), when it is emitted
-//! (`roundTime`), and recording a signed round (`record`).
+//! (`roundTime`), when it was first relayed (`recordedAt`: the market excuses a missed
+//! epoch whose round came after the middle of its window), and recording a signed
+//! round (`record`).
 
 use crate::client::{contract_err, Market};
 use crate::error::ChainError;
@@ -16,6 +18,7 @@ alloy::sol!(
         function randomness(uint64 round) external view returns (bytes32);
         function roundAt(uint256 timestamp) external view returns (uint64);
         function roundTime(uint64 round) external view returns (uint256);
+        function recordedAt(uint64 round) external view returns (uint64);
         function record(uint64 round, bytes calldata sig) external returns (bytes32 value);
         error RoundZero();
         error RoundNotYetEmitted(uint64 round, uint256 emissionTime);
@@ -49,6 +52,13 @@ impl Market {
     pub async fn beacon_round_time(&self, beacon: Address, round: u64) -> Result<u64, ChainError> {
         let t = self.beacon_at(beacon).roundTime(round).call().await.map_err(|e| contract_err("roundTime", e))?;
         crate::client::to_u64(t)
+    }
+
+    /// When `round` was first recorded (`recordedAt`: the block timestamp of its first
+    /// relay, which never changes), `None` if not recorded yet.
+    pub async fn beacon_recorded_at(&self, beacon: Address, round: u64) -> Result<Option<u64>, ChainError> {
+        let t = self.beacon_at(beacon).recordedAt(round).call().await.map_err(|e| contract_err("recordedAt", e))?;
+        Ok((t != 0).then_some(t))
     }
 
     /// Records `round` with its 64-byte signature (`record`; anyone). Errors:

@@ -261,6 +261,17 @@ impl MarketParams {
     pub fn dev_seeds(&self) -> bool {
         self.beacon == Address::ZERO
     }
+
+    /// The market's excuse for a missed epoch starting at `start` (`markMissed`, beacon
+    /// mode only): its beacon round was not recorded before `start + epochSeconds/2`
+    /// (`recorded_at`: the round's `recordedAt`, `None` if never recorded). An excused
+    /// epoch is settled with no fault and no payment. Always false in dev mode.
+    pub fn seed_recorded_late(&self, start: u64, recorded_at: Option<u64>) -> bool {
+        if self.dev_seeds() {
+            return false;
+        }
+        recorded_at.is_none_or(|t| t >= start.saturating_add(self.epoch_seconds / 2))
+    }
 }
 
 /// What the market keeps of each posted digest (`getDigestRecord`).

@@ -216,8 +216,13 @@ contract HonestHandler is TestBase, TreeKit {
     function exitBeforeUpload(uint256 i, bool byOwner) external duty {
         if (deals.length == 0) return;
         uint256 id = _pick(i);
+        IDporMarket.Deal memory d = market.getDeal(id);
         vm.prank(byOwner ? owner : provider);
         market.exitBeforeUpload(id);
+        // the price of the global epochs the deal held the capacity, up to the escrow (F21)
+        uint256 held = (block.timestamp - market.genesis()) / market.epochSeconds() + 2 - d.startEpoch;
+        uint256 fee = held * d.pricePerEpoch;
+        expectedProviderCredits += fee < d.escrow ? fee : d.escrow;
         _credit(id);
     }
 

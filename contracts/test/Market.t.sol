@@ -424,8 +424,9 @@ contract MarketTest is MarketFixture {
         vm.prank(provider);
         market.exitBeforeUpload(id);
         vm.assertEq(uint256(market.getDeal(id).state), uint256(IDporMarket.DealState.Completed));
-        vm.assertEq(market.owed(owner), 40 * PRICE);
-        vm.assertEq(market.owed(provider), 4 * COLLATERAL);
+        // accepted in global epoch 0, exited in global epoch 1: two epochs of lock paid (F21)
+        vm.assertEq(market.owed(owner), (10 - 2) * 4 * PRICE);
+        vm.assertEq(market.owed(provider), 4 * COLLATERAL + 2 * 4 * PRICE);
         vm.assertEq(market.getProvider(provider).activeDeals, 0);
         uint256 id2 = _openAccepted(4, BETA, 1, 10);
         _postReal(id2, 1, 0);

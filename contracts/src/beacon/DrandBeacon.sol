@@ -12,10 +12,11 @@ import {IRandomnessBeacon} from "../market/IRandomnessBeacon.sol";
 ///         drand's randomness `sha256(sig)`. BLS signatures are unique and the encoding is canonical, so the stored
 ///         value is the only one possible for that round: who relays first cannot change it, only make it
 ///         available. Deployed with a local key (`dpor-beacon keygen`), the same code runs the offline demo.
-///         Implements the market's `IRandomnessBeacon` (randomness, roundAt). docs/BEACON.md.
-/// @dev Gas of `record` (test_gas_record in contracts/test/beacon/DrandBeacon.t.sol; docs/BEACON.md): 160k-173k
+///         Implements the market's `IRandomnessBeacon` (randomness, roundAt, recordedAt: the block time of a
+///         round's first relay, which the market uses to excuse epochs whose round came too late). docs/BEACON.md.
+/// @dev Gas of `record` (test_gas_record in contracts/test/beacon/DrandBeacon.t.sol; docs/BEACON.md): 183k-195k
 ///      execution (prague), of which the 2-pair pairing is 113k, hashing to G1 about 18k (34k under Osaka's modexp
-///      pricing, EIP-7883) and the storage write 22k.
+///      pricing, EIP-7883) and the two storage writes (randomness, recordedAt) 44k.
 contract DrandBeacon is IRandomnessBeacon {
     /// @notice The hash-to-curve domain separation tag of drand's `bls-bn254-unchained-on-g1` scheme.
     bytes public constant DST = "BLS_SIG_BN254G1_XMD:KECCAK-256_SVDW_RO_NUL_";
@@ -32,6 +33,8 @@ contract DrandBeacon is IRandomnessBeacon {
     uint64 public immutable period;
 
     mapping(uint64 round => bytes32) internal _randomness;
+    /// @dev block.timestamp of each round's first (and only) recording.
+    mapping(uint64 round => uint64) internal _recordedAt;
 
     /// @notice A round's randomness was verified and stored.
     /// @param round The drand round.
@@ -77,6 +80,12 @@ contract DrandBeacon is IRandomnessBeacon {
         return _randomness[round];
     }
 
+    /// @notice When `round` was recorded: the block.timestamp of its first relay, which no later call can change
+    ///         (`record` refuses a recorded round); 0 if not recorded yet.
+    function recordedAt(uint64 round) external view returns (uint64) {
+        return _recordedAt[round];
+    }
+
     /// @notice The first round whose emission time is >= `timestamp` (round r is emitted at
     ///         genesis + (r-1)*period); 1 for any timestamp up to the genesis. Reverts `RoundOverflow` past uint64.
     function roundAt(uint256 timestamp) external view returns (uint64) {
@@ -107,6 +116,7 @@ contract DrandBeacon is IRandomnessBeacon {
         if (!BN254.pairingCheck(sx, sy, hx, hy, publicKey())) revert InvalidSignature(round);
         value = sha256(sig);
         _randomness[round] = value;
+        _recordedAt[round] = uint64(block.timestamp);
         emit RoundRecorded(round, value, msg.sender);
     }
 

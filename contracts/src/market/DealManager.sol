@@ -153,23 +153,6 @@ abstract contract DealManager is MarketBase {
         emit ExitRequested(dealId, msg.sender, d.numEpochs);
     }
 
-    /// @notice Ends a deal that never got a digest (finding 9): after acceptedAt +
-    ///         {uploadSeconds} with no digest posted, either party may close it: all
-    ///         unspent escrow back to the owner, all collateral back to the provider
-    ///         (no epoch could be a fault: none had a digest in force).
-    /// @dev Only the deal's owner or provider, deal Active, no digest ever posted.
-    function exitBeforeUpload(uint256 dealId) external {
-        Deal storage d = _activeDeal(dealId);
-        if (msg.sender != d.owner && msg.sender != d.provider) revert NotDealParty();
-        if (d.digestVersion != 0) revert DigestExists();
-        if (block.timestamp < uint256(d.acceptedAt) + uploadSeconds) revert UploadNotOver();
-        d.state = DealState.Completed;
-        (uint128 esc, uint128 col) = _drain(d);
-        emit DealClosed(dealId, 0, 0, esc, col);
-        _credit(d.owner, esc);
-        _credit(d.provider, col);
-    }
-
     /// @notice The deal `dealId` (state None if unknown). Anyone.
     function getDeal(uint256 dealId) external view returns (Deal memory) {
         return _deals[dealId];

@@ -4,6 +4,7 @@ pragma solidity ^0.8.24;
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {MarketBase} from "./MarketBase.sol";
 import {EpochCommitments} from "./EpochCommitments.sol";
+import {UploadExit} from "./UploadExit.sol";
 import {DporVerifier} from "./DporVerifier.sol";
 import {IDporMarketFull} from "./IDporMarket.sol";
 import {MarketParams} from "../lib/DporTypes.sol";
@@ -34,7 +35,7 @@ function marketParamsOf(IDporMarketFull market) view returns (MarketParams memor
 ///      immutable from `market` (genesis included), so the grid, durations, bond and
 ///      token are the market's. State-changing functions revert {WrongContext} when
 ///      called directly.
-contract DporCommitmentsExt is EpochCommitments {
+contract DporCommitmentsExt is EpochCommitments, UploadExit {
     /// @param market The DporMarket this extension serves.
     constructor(IDporMarketFull market)
         MarketBase(

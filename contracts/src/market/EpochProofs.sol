@@ -48,22 +48,43 @@ abstract contract EpochProofs is DealResize {
     ///         the epoch's escrow is credited back to the owner and, only if a digest was
     ///         in force at the epoch's start (finding 1), one fault is slashed from the
     ///         collateral to the owner. Enough faults terminate the deal.
+    ///         **Beacon outage (second review).** In beacon mode the epoch is excused
+    ///         instead of faulted when the beacon round of its start was not recorded
+    ///         before start + epochSeconds/2 (never recorded, or first relayed at or
+    ///         after that time): no proof was possible for at least half the window.
+    ///         An excused epoch is settled Missed like any other (escrow back to the
+    ///         owner, so the provider earns nothing for it; it counts as settled, so
+    ///         {closeDeal} does not fault it later) with no slash, and emits
+    ///         {EpochExcused} after {EpochMissed} (slashed = 0). Dev mode: no excuse.
     /// @dev Anyone; only for an Active deal, an unsettled epoch, now ≥ start_e + epochSeconds,
     ///      and a provider that posted no commitment for the epoch's global epoch
     ///      ({CommittedEpoch}: such an epoch is settled by a challenge or claimEpochs,
     ///      docs/COMMITMENTS.md §2).
     function markMissed(uint256 dealId, uint64 epoch) external {
         Deal storage deal = _activeDeal(dealId);
-        (, uint256 deadline) = _window(deal, epoch);
+        (uint256 start, uint256 deadline) = _window(deal, epoch);
         if (block.timestamp < deadline) revert EpochNotOver();
         if (_isCommitted(deal.provider, uint256(deal.startEpoch) + epoch)) revert CommittedEpoch();
         bool fault = _settleEpoch(dealId, deal, epoch, EpochStatus.Missed);
+        uint64 lateRound = fault ? _lateRound(start) : 0;
+        if (lateRound != 0) fault = false;
         uint128 refund = deal.pricePerEpoch < deal.escrow ? deal.pricePerEpoch : deal.escrow;
         deal.escrow -= refund;
         uint128 slashed = fault ? _fault(deal, 1) : 0;
         emit EpochMissed(dealId, epoch, refund, slashed);
+        if (lateRound != 0) emit EpochExcused(dealId, epoch, lateRound);
         _credit(deal.owner, uint256(refund) + slashed);
         _maybeTerminate(dealId, deal);
+    }
+
+    /// @dev Beacon mode: the round seeding an epoch that starts at `start` if the beacon
+    ///      had not recorded it before start + epochSeconds/2 (the first relay's time,
+    ///      which never changes), else 0. Always 0 in dev mode.
+    function _lateRound(uint256 start) private view returns (uint64 round) {
+        if (address(beacon) == address(0)) return 0;
+        round = beacon.roundAt(start);
+        uint64 at = beacon.recordedAt(round);
+        if (at != 0 && at < start + epochSeconds / 2) return 0;
     }
 
     /// @notice Stores (if not yet stored) and returns the seed of global epoch `g`

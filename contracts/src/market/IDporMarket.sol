@@ -296,6 +296,10 @@ interface IDporMarket {
         uint128 escrowRefund,
         uint128 collateralReturned
     );
+    /// @notice exitBeforeUpload paid the provider `payment` wei (at most the escrow) for
+    ///         the `epochs` global epochs, from acceptance's to the current one, during
+    ///         which the never-uploaded deal held its capacity and collateral.
+    event UploadLockPaid(uint256 indexed dealId, uint32 epochs, uint128 payment);
     /// @notice A party asked to end the deal early: the term is now `numEpochs` epochs.
     event ExitRequested(uint256 indexed dealId, address indexed by, uint32 numEpochs);
     event DealTerminated(uint256 indexed dealId, uint16 failures, uint128 escrowRefund, uint128 collateralToOwner);
@@ -320,6 +324,10 @@ interface IDporMarket {
     event SeedRecorded(uint64 indexed globalEpoch, uint64 round, bytes32 seed, bool dev);
     event EpochProven(uint256 indexed dealId, uint64 indexed epoch, uint64 version, uint128 payment);
     event EpochMissed(uint256 indexed dealId, uint64 indexed epoch, uint128 refund, uint128 slashed);
+    /// @notice The missed epoch just marked ({EpochMissed}, slashed = 0) is excused, not a
+    ///         fault: beacon round `round`, which seeds it, was not recorded before the
+    ///         middle of its window (a beacon outage; docs/CONTRACTS.md §5).
+    event EpochExcused(uint256 indexed dealId, uint64 indexed epoch, uint64 round);
     event AuditRecorded(
         uint256 indexed auditId,
         uint256 indexed dealId,
@@ -492,7 +500,8 @@ interface IDporMarketFull is IDporMarket {
     function acceptDeal(uint256 dealId) external;
     /// @notice Shortens the term to the current epoch + 1 + exitNoticeEpochs (owner or provider).
     function requestExit(uint256 dealId) external;
-    /// @notice Closes a deal with no digest after uploadSeconds (owner or provider).
+    /// @notice Closes a deal with no digest after uploadSeconds (owner or provider); the provider
+    ///         is paid the global epochs since acceptance (capped at the escrow), the owner the rest.
     function exitBeforeUpload(uint256 dealId) external;
     /// @notice Closes after the last deadline + grace: claims committed epochs, then faults
     ///         unsettled epochs with a digest in force (commitments extension).
@@ -546,7 +555,8 @@ interface IDporMarketFull is IDporMarket {
     /// @notice Proves a deal epoch with K whole coded blocks against the digest in force.
     function submitEpochProof(uint256 dealId, uint64 epoch, Digest calldata d, BlockProof[] calldata proofs)
         external;
-    /// @notice Settles an unproven epoch after its deadline (a fault only with a digest in force).
+    /// @notice Settles an unproven epoch after its deadline (a fault only with a digest in force,
+    ///         excused in beacon mode if its round was recorded only from mid-window on).
     function markMissed(uint256 dealId, uint64 epoch) external;
     /// @notice Stored seed of a global epoch (0 if not stored).
     function globalSeeds(uint64 globalEpoch) external view returns (bytes32);

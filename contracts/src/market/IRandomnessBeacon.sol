@@ -10,4 +10,7 @@ interface IRandomnessBeacon {
     function randomness(uint64 round) external view returns (bytes32);
     /// The first round whose emission time is >= `timestamp` (drand: round r is emitted at genesis + (r-1)*period).
     function roundAt(uint256 timestamp) external view returns (uint64);
+    /// When `round` was first recorded (block.timestamp of its first relay; it never changes), 0 if not recorded
+    /// yet. The market excuses a missed epoch whose round was recorded too late to prove (docs/CONTRACTS.md §5).
+    function recordedAt(uint64 round) external view returns (uint64);
 }

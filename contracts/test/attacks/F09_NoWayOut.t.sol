@@ -12,14 +12,16 @@ import {Digest} from "../../src/lib/DporTypes.sol";
 ///         party skip a fault.
 contract F09_NoWayOut is MarketFixture {
     /// The owner never uploads: the provider leaves after the upload deadline with its
-    /// collateral; the owner gets its escrow back.
+    /// collateral and the price of the two global epochs the deal held its capacity
+    /// (acceptance's and the current one: F26_CapacityLock); the owner gets the rest of
+    /// its escrow back.
     function test_attack_ownerNeverPostsFirstDigest() public {
         uint256 id = _openAccepted(4, BETA, 1, 365);
         vm.warp(block.timestamp + UPLOAD);
         vm.prank(provider);
         market.exitBeforeUpload(id);
-        vm.assertEq(market.owed(provider), 4 * COLLATERAL);
-        vm.assertEq(market.owed(owner), 365 * 4 * PRICE);
+        vm.assertEq(market.owed(provider), 4 * COLLATERAL + 2 * 4 * PRICE);
+        vm.assertEq(market.owed(owner), (365 - 2) * 4 * PRICE);
         vm.assertEq(market.getProvider(provider).activeDeals, 0);
     }
 

@@ -130,6 +130,18 @@ contract DrandBeaconEvmnetTest is BeaconFixture {
         vm.assertEq(y, pt[1]);
     }
 
+    /// @notice recordedAt is the block time of the first relay, 0 before it; a second relay cannot move it.
+    function test_recordedAtIsTheFirstRelay() public {
+        uint256 t = block.timestamp;
+        vm.assertEq(beacon.recordedAt(f.rounds[2]), 0);
+        beacon.record(f.rounds[2], f.sigs[2]);
+        vm.assertEq(beacon.recordedAt(f.rounds[2]), t);
+        vm.warp(t + 1 days);
+        vm.expectRevert(abi.encodeWithSelector(DrandBeacon.AlreadyRecorded.selector, f.rounds[2]));
+        beacon.record(f.rounds[2], f.sigs[2]);
+        vm.assertEq(beacon.recordedAt(f.rounds[2]), t);
+    }
+
     function test_recordEmitsEventOnce() public {
         vmb.recordLogs();
         beacon.record(f.rounds[0], f.sigs[0]);
@@ -429,9 +441,12 @@ contract BN254VectorsTest is TestBase {
     }
 
     /// @notice DrandBeacon's external functions are exactly the market's IRandomnessBeacon
-    ///         (contracts/src/market/IRandomnessBeacon.sol): randomness(uint64), roundAt(uint256).
+    ///         (contracts/src/market/IRandomnessBeacon.sol): randomness(uint64), roundAt(uint256), recordedAt(uint64).
     function test_implementsIRandomnessBeaconSelectors() public pure {
         vm.assertEq(uint256(uint32(DrandBeacon.randomness.selector)), uint256(uint32(bytes4(keccak256("randomness(uint64)")))));
         vm.assertEq(uint256(uint32(DrandBeacon.roundAt.selector)), uint256(uint32(bytes4(keccak256("roundAt(uint256)")))));
+        vm.assertEq(
+            uint256(uint32(DrandBeacon.recordedAt.selector)), uint256(uint32(bytes4(keccak256("recordedAt(uint64)"))))
+        );
     }
 }

@@ -25,6 +25,10 @@ pub(crate) struct DealTrack {
     pub(crate) released_before: u64,
     /// `closeDeal` was sent (or the deal is closed).
     pub(crate) closed: bool,
+    /// Epochs below this were checked for a beacon-outage excuse (`step_excused`).
+    pub(crate) excuse_checked_below: u64,
+    /// The deal was refused (acceptance policy); the reason was logged once.
+    pub(crate) refused: bool,
 }
 
 /// What the agent remembers about a dispute on one of its deals.

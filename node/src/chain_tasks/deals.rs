@@ -3,7 +3,37 @@
 
 use super::agent::{ChainAgent, DealTrack, DisputeTrack};
 use alloy_primitives::{Address, U256};
-use dpor_chain::{ChainError, DealState};
+use dpor_chain::{ChainError, DealInfo, DealState, MarketParams};
+
+/// The node's acceptance policy: why it refuses the Open deal `deal` on a market with
+/// `params`, `None` if it may accept it (funds permitting).
+/// - β·K above [`dpor_core::block::MAX_EPOCH_PROOF_DATA_BYTES`]: no transaction can
+///   carry its epoch proofs (a market deployed before it bounded β·K would open one), so
+///   every epoch would be missed and the collateral lost.
+/// - A term numEpochs·epochSeconds shorter than `uploadSeconds`: an owner that never
+///   uploads holds the capacity and the collateral until `exitBeforeUpload`, which pays
+///   the provider the epochs held but at most the escrow; with a term this short the
+///   escrow would not cover the lock (second review, capacity lock).
+pub(crate) fn refusal(deal: &DealInfo, params: &MarketParams) -> Option<String> {
+    let data = u64::from(deal.block_size) * u64::from(deal.samples_per_epoch.max(1));
+    if data > dpor_core::block::MAX_EPOCH_PROOF_DATA_BYTES {
+        return Some(format!(
+            "β·K = {data} bytes (block size {}, {} samples), above the {} an epoch proof may carry",
+            deal.block_size,
+            deal.samples_per_epoch,
+            dpor_core::block::MAX_EPOCH_PROOF_DATA_BYTES
+        ));
+    }
+    let term = u64::from(deal.num_epochs).saturating_mul(params.epoch_seconds);
+    if term < params.upload_seconds {
+        return Some(format!(
+            "its term of {} epochs × {} s = {term} s is shorter than the market's uploadSeconds ({} s): if the \
+             owner never uploaded, the escrow would not pay for the time the deal holds our capacity and collateral",
+            deal.num_epochs, params.epoch_seconds, params.upload_seconds
+        ));
+    }
+    None
+}
 
 impl ChainAgent {
     /// Registers with `config.register` if the account is not a provider yet
@@ -60,9 +90,11 @@ impl ChainAgent {
         }
     }
 
-    /// One deal: refresh it, accept it if Open; if Active prove the current epoch (which
-    /// pins the digest in force first), then follow its digests and disputes, and close
-    /// it once finished (last deadline + grace passed, no dispute open).
+    /// One deal: refresh it, accept it if Open and the policy allows ([`refusal`]); if
+    /// Active prove the current epoch (which pins the digest in force first), mark the
+    /// past epochs the beacon outage excuses, follow its digests and disputes, and close
+    /// it once finished (last deadline + grace passed, no dispute open), or, never
+    /// uploaded, leave it with `exitBeforeUpload` once its term is over.
     pub(crate) async fn step_deal(&mut self, me: Address, id: u64, block: u64, now: u64) {
         let info = match self.market.get_deal(id).await {
             Ok(i) => i,
@@ -81,18 +113,11 @@ impl ChainAgent {
         let Some(params) = self.params else { return };
         match state {
             DealState::Open if self.config.auto_accept => {
-                // Never accept a deal whose epoch proofs no transaction can carry (a
-                // market deployed before it bounded β·K would open one): its every
-                // epoch would be missed and the collateral lost.
-                let data = u64::from(info.block_size) * u64::from(info.samples_per_epoch.max(1));
-                if data > dpor_core::block::MAX_EPOCH_PROOF_DATA_BYTES {
-                    tracing::warn!(
-                        deal = id,
-                        block_size = info.block_size,
-                        samples = info.samples_per_epoch,
-                        "not accepting the deal: β·K = {data} bytes, above the {} an epoch proof may carry",
-                        dpor_core::block::MAX_EPOCH_PROOF_DATA_BYTES
-                    );
+                if let Some(why) = refusal(&info, &params) {
+                    if let Some(t) = self.deals.get_mut(&id).filter(|t| !t.refused) {
+                        t.refused = true;
+                        tracing::warn!(deal = id, owner = %info.owner, "not accepting the deal: {why}");
+                    }
                     return;
                 }
                 self.accept(id, info.collateral).await
@@ -103,8 +128,22 @@ impl ChainAgent {
                 if self.config.epoch_proofs == super::EpochProofs::PerDeal {
                     self.step_epoch(id, &info, &params, now).await;
                 }
+                self.step_excused(id, &info, &params, now).await;
                 self.scan_deal_logs(id, block).await;
-                if self.config.close_finished && now >= params.dispute_period_end(&info) && info.open_disputes == 0 {
+                let upload_over = now >= info.accepted_at.saturating_add(params.upload_seconds);
+                if self.config.close_finished
+                    && info.digest_version == 0
+                    && upload_over
+                    && now >= params.last_deadline(&info)
+                {
+                    // Never uploaded: exitBeforeUpload pays us the epochs the deal held
+                    // our capacity (closeDeal, possible only after the grace period,
+                    // would refund the whole escrow to the owner).
+                    self.exit_unused(id).await;
+                } else if self.config.close_finished
+                    && now >= params.dispute_period_end(&info)
+                    && info.open_disputes == 0
+                {
                     self.close(id).await;
                 }
             }
@@ -128,6 +167,24 @@ impl ChainAgent {
                 }
             }
             Err(e) => tracing::warn!(deal = id, error = %e, "closeDeal failed; retrying next tick"),
+        }
+    }
+
+    /// `exitBeforeUpload` on a deal whose owner never posted a digest, once its term and
+    /// its upload period are over (the node accepts no term shorter than the upload
+    /// period, but `requestExit` may shorten one).
+    async fn exit_unused(&mut self, id: u64) {
+        if self.deals.get(&id).is_some_and(|t| t.closed) {
+            return;
+        }
+        match self.market.exit_before_upload(id).await {
+            Ok(tx) => {
+                tracing::info!(deal = id, %tx, "the owner never uploaded: left the deal (exitBeforeUpload), paid for the epochs it held");
+                if let Some(t) = self.deals.get_mut(&id) {
+                    t.closed = true;
+                }
+            }
+            Err(e) => tracing::warn!(deal = id, error = %e, "exitBeforeUpload failed; retrying next tick"),
         }
     }
 
@@ -208,5 +265,77 @@ impl ChainAgent {
         if let Some(t) = self.deals.get_mut(&id) {
             t.cursor = block + 1;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refusal;
+    use alloy_primitives::{Address, B256};
+    use dpor_chain::{DealInfo, DealState, MarketParams};
+
+    fn params(epoch_seconds: u64, upload_seconds: u64) -> MarketParams {
+        MarketParams {
+            genesis: 1_700_000_000,
+            epoch_seconds,
+            answer_seconds: 86_400,
+            grace_seconds: 172_800,
+            upload_seconds,
+            exit_notice_epochs: 7,
+            dispute_bond: 100,
+            max_failures: 3,
+            beacon: Address::ZERO,
+        }
+    }
+
+    fn deal(num_epochs: u32, block_size: u32, samples_per_epoch: u8) -> DealInfo {
+        DealInfo {
+            id: 1,
+            owner: Address::ZERO,
+            provider: Address::ZERO,
+            state: DealState::Open,
+            num_epochs,
+            term_epochs: num_epochs,
+            block_size,
+            lambda: 16,
+            samples_per_epoch,
+            num_blocks: 1 << 20,
+            accepted_at: 0,
+            start_epoch: 0,
+            failures: 0,
+            open_disputes: 0,
+            digest_version: 0,
+            write_count: 0,
+            digest_hash: B256::ZERO,
+            first_digest_at: 0,
+            settled_with_digest: 0,
+            price_per_epoch: 1,
+            escrow: u128::from(num_epochs),
+            collateral: 6,
+            slash_per_fault: 2,
+        }
+    }
+
+    /// Second review, capacity lock: a term shorter than uploadSeconds is refused, one
+    /// exactly as long (or longer) is accepted.
+    #[test]
+    fn refuses_terms_shorter_than_the_upload_period() {
+        let day = 86_400;
+        let why = refusal(&deal(1, 4096, 1), &params(day, 2 * day)).expect("1 epoch of 1 day < 2 days: refused");
+        assert!(why.contains("shorter than the market's uploadSeconds"), "{why}");
+        assert_eq!(refusal(&deal(2, 4096, 1), &params(day, 2 * day)), None);
+        assert_eq!(refusal(&deal(1, 4096, 1), &params(day, day)), None);
+        // 6-hour epochs, a 1-day upload period: 4 epochs are needed
+        assert!(refusal(&deal(3, 4096, 1), &params(6 * 3600, day)).is_some());
+        assert_eq!(refusal(&deal(4, 4096, 1), &params(6 * 3600, day)), None);
+        // no overflow on huge terms
+        assert_eq!(refusal(&deal(u32::MAX, 4096, 1), &params(u64::MAX, day)), None);
+    }
+
+    /// The older rule stays: β·K above the proof bound is refused whatever the term.
+    #[test]
+    fn refuses_unprovable_block_sizes() {
+        let why = refusal(&deal(100, 1 << 20, 1), &params(86_400, 86_400)).expect("refused");
+        assert!(why.contains("an epoch proof may carry"), "{why}");
     }
 }

@@ -5,10 +5,19 @@
 //! epoch seed (`touchSeed`: in dev mode the seed is a blockhash until stored; in beacon
 //! mode it needs the beacon round recorded, `SeedUnavailable` until then), builds the K
 //! whole-block proofs (ENCODING §8 v2), verifies them locally and sends them.
+//!
+//! Beacon outages: an epoch whose round nobody relays cannot be proven (`touchSeed`
+//! keeps failing with `SeedUnavailable` until its window closes). The market excuses it
+//! (no fault, no payment) when it is marked missed and its round was not recorded before
+//! the middle of its window; left unmarked, `closeDeal` would count it as a fault. So
+//! [`ChainAgent::step_excused`] marks every such epoch of ours once its deadline passed.
 
 use super::agent::ChainAgent;
 use super::prove::{coded_block_bytes, prove_epoch, ProveError};
 use dpor_chain::{sample_seed, DealInfo, EpochStatus, MarketParams};
+
+/// At most this many past epochs of one deal are checked for an excuse per tick.
+const EXCUSE_CHECKS_PER_TICK: u64 = 8;
 
 impl ChainAgent {
     /// Proves the epoch whose window holds `now` (the latest block's timestamp), if not
@@ -115,6 +124,77 @@ impl ChainAgent {
             }
             Err(e) if e.revert_name() == Some("EpochSettled") => self.epoch_done(id, epoch),
             Err(e) => tracing::warn!(deal = id, epoch, error = %e, "submitEpochProof failed; retrying next tick"),
+        }
+    }
+
+    /// Beacon mode: `markMissed` on each epoch of `id` that is over, unsettled, had a
+    /// digest in force and whose beacon round was not recorded before the middle of its
+    /// window, so the market excuses it (`EpochExcused`: no fault, no payment) instead of
+    /// `closeDeal` faulting it later. An unproven epoch whose round came in time is left
+    /// alone (marking it would fault us now rather than at close). Checks each past epoch
+    /// once (a cursor), at most [`EXCUSE_CHECKS_PER_TICK`] per tick; a chain error stops
+    /// the pass and the epoch is retried next tick. Nothing in dev mode.
+    pub(crate) async fn step_excused(&mut self, id: u64, deal: &DealInfo, params: &MarketParams, now: u64) {
+        if params.dev_seeds() {
+            return;
+        }
+        let Some(from) = self.deals.get(&id).map(|t| t.excuse_checked_below) else { return };
+        let over = params.epochs_over(deal, now);
+        for epoch in from..over.min(from.saturating_add(EXCUSE_CHECKS_PER_TICK)) {
+            if !self.excuse_epoch(id, deal, params, epoch).await {
+                return;
+            }
+            if let Some(t) = self.deals.get_mut(&id) {
+                t.excuse_checked_below = epoch + 1;
+            }
+        }
+    }
+
+    /// One epoch of [`ChainAgent::step_excused`]; false on a chain error (retry).
+    async fn excuse_epoch(&mut self, id: u64, deal: &DealInfo, params: &MarketParams, epoch: u64) -> bool {
+        let start = params.window(deal, epoch).start;
+        // A fault only with a digest in force: the first digest posted strictly before start.
+        if deal.first_digest_at == 0 || deal.first_digest_at >= start {
+            return true;
+        }
+        match self.market.epoch_status(id, epoch).await {
+            Ok(EpochStatus::None) => {}
+            Ok(_) => return true,
+            Err(e) => {
+                tracing::warn!(deal = id, epoch, error = %e, "cannot read the epoch status");
+                return false;
+            }
+        }
+        let round = match self.market.beacon_round_at(params.beacon, start).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(deal = id, epoch, error = %e, "cannot read the epoch's beacon round");
+                return false;
+            }
+        };
+        let recorded = match self.market.beacon_recorded_at(params.beacon, round).await {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(deal = id, epoch, round, error = %e, "cannot read when the beacon round was recorded");
+                return false;
+            }
+        };
+        if !params.seed_recorded_late(start, recorded) {
+            tracing::warn!(deal = id, epoch, round, recorded_at = ?recorded,
+                "epoch not proven although its beacon round was recorded in time: a fault (closeDeal counts it)");
+            return true;
+        }
+        match self.market.mark_missed(id, epoch).await {
+            Ok(tx) => {
+                tracing::info!(deal = id, epoch, round, recorded_at = ?recorded, %tx,
+                    "beacon outage: the epoch's round was not recorded before mid-window; marked it missed, excused (no fault, no payment)");
+                true
+            }
+            Err(e) if e.revert_name() == Some("EpochSettled") => true,
+            Err(e) => {
+                tracing::warn!(deal = id, epoch, error = %e, "markMissed of an excused epoch failed; retrying next tick");
+                false
+            }
         }
     }
 

@@ -3,8 +3,12 @@
 //! to it, follows posted digests, proves each epoch of the market's global time grid
 //! with whole coded blocks against the digest in force at the epoch's start (pinning
 //! its runs until the epoch settles), stores the epoch seed (touchSeed; in beacon mode
-//! it waits for the beacon round to be recorded), answers disputes, closes its
-//! finished deals after the grace period and withdraws payments. It never exits or panics on a chain error: it logs and retries next tick.
+//! it waits for the beacon round to be recorded; an epoch whose round came too late it
+//! marks missed after its deadline, so the market excuses it), answers disputes, closes
+//! its finished deals after the grace period (a never-uploaded one with
+//! `exitBeforeUpload` at the end of its term, paid for the epochs it held) and withdraws
+//! payments. It refuses deals it could not serve or that would lock its capacity unpaid
+//! (`deals::refusal`). It never exits or panics on a chain error: it logs and retries next tick.
 //!
 //! - [`prove`]: the pure part: which samples to prove, building and locally verifying
 //!   sample proofs from the node's runs (testable without a chain).

@@ -158,7 +158,8 @@ pub enum DealCommand {
     /// `requestExit`, the term ends after the current epoch plus the market's notice;
     /// epochs until then still have to be proven. With --before-upload:
     /// `exitBeforeUpload`, for a deal that never got a digest once the upload period
-    /// has passed (everything refunded, no fault).
+    /// has passed (no fault; the provider is paid the epochs the deal held its
+    /// capacity, the rest of the escrow comes back).
     Exit {
         /// The deal (default: the state file's).
         #[arg(long)]
@@ -249,7 +250,7 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
             if before_upload {
                 let tx = ctx.market.exit_before_upload(deal).await.context("exitBeforeUpload")?;
                 Ok(Output::new(
-                    format!("deal {deal} ended before upload: escrow back to the owner, collateral to the provider (tx {tx})"),
+                    format!("deal {deal} ended before upload: the provider is paid the epochs it held the capacity, the rest of the escrow goes back to the owner, the collateral to the provider (tx {tx})"),
                     json!({"deal": deal, "exit": "before-upload", "tx": tx}),
                 ))
             } else {
