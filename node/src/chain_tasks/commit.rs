@@ -95,11 +95,12 @@ fn build_responses(runs: &dyn NodeRuns, global_epoch: u64, plan: Vec<Planned>) -
     out
 }
 
+/// Encoded responses to keep: (deal, deal epoch, CBOR of a [`WireEpochResponse`]).
+pub(crate) type KeptResponses = Vec<(u64, u64, Vec<u8>)>;
+
 /// Fills in the commitment's root and each entry's index and path; returns the
 /// commitment and the encoded responses to keep.
-pub(crate) fn seal_responses(
-    built: Vec<(Entry, WireEpochResponse)>,
-) -> anyhow::Result<(Commitment, Vec<(u64, u64, Vec<u8>)>)> {
+pub(crate) fn seal_responses(built: Vec<(Entry, WireEpochResponse)>) -> anyhow::Result<(Commitment, KeptResponses)> {
     let entries: Vec<Entry> = built.iter().map(|(e, _)| *e).collect();
     let c = Commitment::new(&entries)?;
     let mut kept = Vec::with_capacity(built.len());

@@ -19,11 +19,10 @@ pub struct NodeCache(HashMap<alloy_primitives::Address, NodeClient>);
 
 impl NodeCache {
     async fn get(&mut self, ctx: &Ctx, deal: &DealInfo) -> Result<&NodeClient> {
-        if !self.0.contains_key(&deal.provider) {
-            let c = ctx.node_for_deal(deal.id).await?;
-            self.0.insert(deal.provider, c);
+        match self.0.entry(deal.provider) {
+            std::collections::hash_map::Entry::Occupied(e) => Ok(e.into_mut()),
+            std::collections::hash_map::Entry::Vacant(v) => Ok(v.insert(ctx.node_for_deal(deal.id).await?)),
         }
-        self.0.get(&deal.provider).context("node connection vanished")
     }
 }
 
