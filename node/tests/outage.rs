@@ -53,6 +53,7 @@ fn agent_config(dev: &Devnet) -> AgentConfig {
         }),
         from_block: dev.deploy_block(),
         close_finished: true,
+        ..AgentConfig::default()
     }
 }
 
