@@ -41,6 +41,13 @@ pub trait NodeRuns: Send + Sync + 'static {
         let _ = (deal, epoch, digest);
         Ok(())
     }
+    /// A digest of `deal` the node co-signed and should post itself, with the owner's
+    /// and its own signature (issue 22: an older co-signed digest waits beside it, and
+    /// posting the newest makes the market refuse every older one). Default: none.
+    fn cosigned_to_post(&self, deal: u64) -> anyhow::Result<Option<(Digest, Vec<u8>, Vec<u8>)>> {
+        let _ = deal;
+        Ok(None)
+    }
     /// Epochs of `deal` below `epoch` are settled or over: their pins may go.
     /// Default: nothing pinned.
     fn epochs_released(&self, deal: u64, epoch: u64) -> anyhow::Result<()> {
