@@ -13,7 +13,9 @@
 //! can no longer be posted (the node's chain agent posted v3 itself, with the owner's
 //! signature that the `Cosign` request carries: `StaleVersion`), or, if the owner's
 //! transaction came first, the node still holds the run and answers. Both outcomes are
-//! accepted; in neither may the node be slashed.
+//! accepted (which one happens is a race between the test and the node's agent); in
+//! neither may the node be slashed. A second round then waits for the node to post
+//! the newer digest and checks, deterministically, that the older one is refused.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -129,6 +131,37 @@ async fn an_older_cosigned_digest_posted_by_the_owner_cannot_get_the_node_slashe
                 assert_eq!(failures, 0, "the node answered and has no fault");
             }
         }
+
+        // Round 2, deterministic: two more co-signatures not posted (va, vb); the test
+        // waits (polling the chain, no fixed delay) until the node has posted vb
+        // itself, with the owner's signature its Cosign carried; then va, whose
+        // level-0 run the node may now drop, can no longer be posted.
+        // (Above v3, which the node co-signed and may not have posted: round 1 answered.)
+        let node = NodeClient::connect(&w.node_addr, Duration::from_secs(60)).await.expect("connect to the node");
+        let cosigned = node.status(deal).await.expect("status").cosigned_version.expect("co-signed version");
+        assert_eq!(cosigned, 3);
+        let (va, vb) = (cosigned + 1, cosigned + 2);
+        write(&w, 6, 3).await;
+        let (da, da_owner, da_provider) = cosign_without_posting(&w, va).await;
+        write(&w, 7, 4).await;
+        let (db, _, _) = cosign_without_posting(&w, vb).await;
+        let t0 = Instant::now();
+        while owner.get_deal(deal).await.expect("deal").digest_version < vb {
+            assert!(t0.elapsed() < Duration::from_secs(120), "the node did not post v{vb}:\n{}", w.node_log());
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let record = owner.digest_record(deal, vb).await.expect("record");
+        assert_eq!(record.digest_hash, db.digest_hash(w.dev.chain_id(), w.dev.market()), "the node posted the co-signed v{vb}");
+        let err = owner
+            .post_digest(&da, Bytes::from(da_owner), Bytes::from(da_provider))
+            .await
+            .expect_err("an older co-signed digest must not be postable once the node posted a newer one");
+        assert_eq!(err.revert_name(), Some("StaleVersion"), "{err}");
+        assert_eq!(owner.get_deal(deal).await.expect("deal").failures, 0);
+        // The owner's own checkpoint still works afterwards (a new version above vb).
+        write(&w, 2, 5).await;
+        let cp = w.dpor(OWNER, &["checkpoint"]).await.expect_ok("checkpoint after the node posted");
+        assert_eq!(cp["version"], vb + 1, "{cp}");
     })
     .await;
 }
