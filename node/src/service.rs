@@ -89,7 +89,7 @@ impl NodeRuns for StoreRuns {
         }
     }
 
-    fn cosigned_to_post(&self, deal: u64) -> anyhow::Result<Option<(Digest, Vec<u8>, Vec<u8>)>> {
+    fn cosigned_to_post(&self, deal: u64) -> anyhow::Result<Option<crate::chain_tasks::SignedDigest>> {
         match self.0.cosigned_to_post(deal) {
             Ok(r) => Ok(r.map(|c| (c.digest, c.owner_sig, c.provider_sig))),
             Err(crate::store::StoreError::UnknownDeal(_)) => Ok(None),
