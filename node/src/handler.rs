@@ -7,8 +7,8 @@
 //! failure becomes an error response with a code; nothing a peer sends can panic the
 //! node, and storage work runs on tokio's blocking pool.
 
-use crate::signing::{recover_owner, ProviderSigner};
-use crate::store::{DealParams, LastAnswer, Phase, Store, StoreError};
+use crate::signing::{recover_owner, recover_prehash, ProviderSigner};
+use crate::store::{CosignKind, DealParams, LastAnswer, Phase, Store, StoreError};
 use alloy_primitives::{Address, B256};
 use async_trait::async_trait;
 use dpor_core::digest::{Digest, Resize};
@@ -534,16 +534,33 @@ impl NodeHandler {
                 self.blocking(move |s| s.store_sealed(deal, nonce, run.into(), start, &sealed)).await?;
                 Ok(Response::Accepted)
             }
-            OwnerOp::Cosign { digest } => {
+            OwnerOp::Cosign { digest, owner_signature } => {
                 if digest.deal != deal {
                     return Err(Fail::new(ErrorCode::Mismatch, format!("digest for deal {} sent for deal {deal}", digest.deal)));
                 }
                 let d = Digest::from(&digest);
                 d.validate().map_err(|e| Fail::new(ErrorCode::Mismatch, e.to_string()))?;
-                let d2 = d.clone();
-                self.blocking(move |s| s.check_cosign(deal, &d2)).await?;
                 let hash = d.digest_hash(self.signer.chain_id(), self.signer.market());
-                let signature = self.signer.sign(hash).map_err(|e| Fail::new(ErrorCode::Internal, e))?;
+                // Issue 22: the node must be able to post what it co-signs, so the
+                // owner's own signature of the digest comes with the request.
+                if owner_signature.is_empty() {
+                    return Err(Fail::new(
+                        ErrorCode::Unauthorized,
+                        "a Cosign request must carry the owner's signature of the digest (owner_signature, docs/PROTOCOL.md): update the client",
+                    ));
+                }
+                let digest_signer = recover_prehash(hash, &owner_signature)
+                    .map_err(|e| Fail::new(ErrorCode::Unauthorized, format!("owner_signature: {e}")))?;
+                if digest_signer != owner {
+                    return Err(Fail::new(
+                        ErrorCode::Unauthorized,
+                        format!("owner_signature of digest {hash} recovers to {digest_signer}, not the deal's owner {owner}"),
+                    ));
+                }
+                let (d2, signer, owner_sig) = (d.clone(), self.signer.clone(), owner_signature.into_vec());
+                let signature = self
+                    .blocking(move |s| s.cosign(deal, &d2, CosignKind::Digest, owner_sig, || signer.sign(hash)))
+                    .await?;
                 tracing::info!(deal, version = d.version, %hash, "co-signed digest");
                 Ok(Response::Cosigned { signature: ByteBuf::from(signature), provider: self.signer.address() })
             }
@@ -590,13 +607,19 @@ impl NodeHandler {
                     }
                 }
                 let d2 = resize.digest.clone();
-                self.blocking(move |s| s.check_cosign(deal, &d2)).await?;
+                self.blocking(move |s| s.precheck_cosign(deal, &d2)).await?;
                 self.deals
                     .prepare_resize(deal, collateral)
                     .await
                     .map_err(|e| Fail::new(ErrorCode::Internal, format!("cannot lock the new collateral: {e:#}")))?;
                 let hash = resize.signing_hash(self.signer.chain_id(), self.signer.market());
-                let signature = self.signer.sign(hash).map_err(|e| Fail::new(ErrorCode::Internal, e))?;
+                // Recorded (its runs pinned until a version ≥ its own is posted) before
+                // the signature leaves the node; only `resizeDeal` can post it, which
+                // the node does not do itself (no owner signature of the resize).
+                let (d2, signer) = (resize.digest.clone(), self.signer.clone());
+                let signature = self
+                    .blocking(move |s| s.cosign(deal, &d2, CosignKind::Resize, Vec::new(), || signer.sign(hash)))
+                    .await?;
                 tracing::info!(deal, n, price_per_epoch, collateral, %hash, "co-signed a resize");
                 Ok(Response::Cosigned { signature: ByteBuf::from(signature), provider: self.signer.address() })
             }
@@ -692,7 +715,7 @@ impl From<StoreError> for Fail {
             StoreError::Replay { .. } => ErrorCode::Replay,
             StoreError::Index { .. } | StoreError::Range { .. } | StoreError::Params(_) => ErrorCode::OutOfRange,
             StoreError::BlockSize { .. } => ErrorCode::BadBlock,
-            StoreError::Phase(_) => ErrorCode::WrongPhase,
+            StoreError::Phase(_) | StoreError::Unposted { .. } => ErrorCode::WrongPhase,
             StoreError::StaleVersion { .. } => ErrorCode::StaleVersion,
             StoreError::DigestMismatch(_) => ErrorCode::Mismatch,
             StoreError::DiskFull { .. } => ErrorCode::DiskFull,

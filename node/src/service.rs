@@ -89,6 +89,14 @@ impl NodeRuns for StoreRuns {
         }
     }
 
+    fn cosigned_to_post(&self, deal: u64) -> anyhow::Result<Option<crate::chain_tasks::SignedDigest>> {
+        match self.0.cosigned_to_post(deal) {
+            Ok(r) => Ok(r.map(|c| (c.digest, c.owner_sig, c.provider_sig))),
+            Err(crate::store::StoreError::UnknownDeal(_)) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     fn epochs_released(&self, deal: u64, epoch: u64) -> anyhow::Result<()> {
         match self.0.unpin_epochs_before(deal, epoch) {
             Ok(()) | Err(crate::store::StoreError::UnknownDeal(_)) => Ok(()),

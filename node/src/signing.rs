@@ -60,6 +60,18 @@ pub fn recover_owner(chain_id: u64, market: Address, deal: u64, nonce: u64, op: 
     sig.recover_address_from_prehash(&hash).map_err(|e| format!("owner request signature does not recover: {e}"))
 }
 
+/// The account whose 65-byte ECDSA signature `signature` is over `hash` (an EIP-712
+/// digest hash, signed as is: how the market checks an externally owned account's
+/// `postDigest` signature). Errors if it is not 65 well-formed bytes or does not
+/// recover.
+pub fn recover_prehash(hash: B256, signature: &[u8]) -> Result<Address, String> {
+    if signature.len() != 65 {
+        return Err(format!("signature has {} bytes, expected 65", signature.len()));
+    }
+    let sig = Signature::try_from(signature).map_err(|e| format!("bad signature: {e}"))?;
+    sig.recover_address_from_prehash(&hash).map_err(|e| format!("signature does not recover: {e}"))
+}
+
 /// Signs an owner request (the owner side; used by the CLI and tests).
 pub fn sign_owner_request(key: &PrivateKeySigner, chain_id: u64, market: Address, deal: u64, nonce: u64, op: &[u8]) -> Result<Vec<u8>, String> {
     let hash = owner_request_hash(chain_id, market, deal, nonce, op);

@@ -178,11 +178,28 @@ async fn wrong_sizes_and_digest_rollback_are_refused() {
         rootC: s.c.1,
         levelRoots: s.levels.iter().map(|l| l.2).collect(),
     };
-    assert!(matches!(f.owner(OwnerOp::Cosign { digest: WireDigest::from(&digest) }).await, Response::Cosigned { .. }));
+    // A Cosign must carry the owner's EIP-712 signature of the digest (issue 22):
+    // none, or one by another key, is Unauthorized and signs nothing.
+    let cosign = |d: &Digest, key: &PrivateKeySigner, market: Address| OwnerOp::Cosign {
+        digest: WireDigest::from(d),
+        owner_signature: ByteBuf::from(key.sign_hash_sync(&d.digest_hash(CHAIN, market)).unwrap().as_bytes().to_vec()),
+    };
+    let unsigned = OwnerOp::Cosign { digest: WireDigest::from(&digest), owner_signature: ByteBuf::new() };
+    assert_eq!(code(&f.owner(unsigned).await), ErrorCode::Unauthorized);
+    let stranger = PrivateKeySigner::random();
+    assert_eq!(code(&f.owner(cosign(&digest, &stranger, f.market)).await), ErrorCode::Unauthorized);
+    let other_market = cosign(&digest, &f.owner.clone(), Address::repeat_byte(0x43));
+    assert_eq!(code(&f.owner(other_market).await), ErrorCode::Unauthorized);
+    let mut garbage = cosign(&digest, &f.owner.clone(), f.market);
+    if let OwnerOp::Cosign { owner_signature, .. } = &mut garbage {
+        owner_signature.truncate(64);
+    }
+    assert_eq!(code(&f.owner(garbage).await), ErrorCode::Unauthorized);
+    assert!(matches!(f.owner(cosign(&digest, &f.owner.clone(), f.market)).await, Response::Cosigned { .. }));
     let old = Digest { version: 1, ..digest.clone() };
-    assert_eq!(code(&f.owner(OwnerOp::Cosign { digest: WireDigest::from(&old) }).await), ErrorCode::StaleVersion);
+    assert_eq!(code(&f.owner(cosign(&old, &f.owner.clone(), f.market)).await), ErrorCode::StaleVersion);
     let lie = Digest { version: 3, rootU: B256::repeat_byte(9), ..digest.clone() };
-    assert_eq!(code(&f.owner(OwnerOp::Cosign { digest: WireDigest::from(&lie) }).await), ErrorCode::Mismatch);
+    assert_eq!(code(&f.owner(cosign(&lie, &f.owner.clone(), f.market)).await), ErrorCode::Mismatch);
 
     // Resizes (App. A.3): a size that is not another power of two changes nothing.
     let root_u = f.status().await.clone_status().root_u;

@@ -653,3 +653,83 @@ fn resizes_match_the_reference_and_keep_pinned_digests() {
     assert_eq!(std::fs::metadata(&u_blocks).unwrap().len(), 8 * beta as u64);
     check(&store, &reference, &sealed, "after an uncommitted growth");
 }
+
+/// Issue 22: every co-signed digest above the posted version keeps its runs (the owner
+/// could still post it and dispute it), across a restart, until a digest of at least
+/// its version is posted; the store names the newest one the node may post itself
+/// only while an older one waits too; at most `MAX_UNPOSTED_COSIGNS` wait.
+#[test]
+fn cosigned_digests_not_posted_keep_their_runs_until_a_newer_one_is_posted() {
+    use dpor_node::store::{CosignKind, MAX_UNPOSTED_COSIGNS};
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(22);
+    let mut store = open(dir.path());
+    let mut nonce = 0;
+    let (n, beta) = (8u64, 16usize);
+    upload(&store, &mut rng, n, beta, &mut nonce);
+    let mut write = |store: &Store, nonce: &mut u64| {
+        let index = rng.gen_range(0..n);
+        let block = random_block(&mut rng, beta);
+        *nonce += 1;
+        store.write(DEAL, *nonce, index, block, rng.gen()).unwrap();
+    };
+    let sigs = |v: u64| (vec![v as u8; 65], vec![0x80 | v as u8; 65]);
+    let cosign = |store: &Store, version: u64| {
+        let d = digest_of(&store.view(DEAL).unwrap(), version);
+        let (o, p) = sigs(version);
+        assert_eq!(store.cosign(DEAL, &d, CosignKind::Digest, o, || Ok(p.clone())).unwrap(), p);
+        d
+    };
+    let d1 = cosign(&store, 1);
+    store.set_posted(DEAL, &d1).unwrap();
+    // v2 at t = 1 (level 0), v3 at t = 2 (level 0 consumed into level 1).
+    write(&store, &mut nonce);
+    let d2 = cosign(&store, 2);
+    assert_eq!(store.cosigned_to_post(DEAL).unwrap(), None, "one waiting digest: the owner posts it");
+    write(&store, &mut nonce);
+    let d3 = cosign(&store, 3);
+    let level0 = d2.run_ids()[1].0;
+    assert!(!d3.run_ids().iter().any(|r| r.0 == level0));
+    // v2's level 0 is in neither the current state nor the latest co-signed digest,
+    // and survives (a restart too): the owner could post v2 and dispute it.
+    write(&store, &mut nonce);
+    assert_digest_runs(&store, &d2);
+    drop(store);
+    store = open(dir.path());
+    assert_digest_runs(&store, &d2);
+    assert_digest_runs(&store, &d3);
+    assert_eq!(store.unposted(DEAL).unwrap().iter().map(|c| c.digest.version).collect::<Vec<_>>(), vec![2, 3]);
+    // The node should post v3 itself, with the signatures it kept.
+    let post = store.cosigned_to_post(DEAL).unwrap().expect("v3 to post");
+    assert_eq!((post.digest.clone(), post.owner_sig.clone(), post.provider_sig.clone()), (d3.clone(), sigs(3).0, sigs(3).1));
+    // Once v3 is posted, v2 can never be: its level 0 goes.
+    store.set_posted(DEAL, &d3).unwrap();
+    assert!(store.unposted(DEAL).unwrap().is_empty());
+    assert!(matches!(store.coded(DEAL, level0, &[0]), Err(StoreError::UnknownRun { .. })));
+    assert!(!run_files(dir.path()).contains(&format!("run-{}-{}.blocks", level0.tag.0, level0.built_at)));
+    assert_digest_runs(&store, &d3);
+    // A co-signature without signatures (check_cosign) is kept and pinned, but the
+    // node cannot post it: nothing to post.
+    write(&store, &mut nonce);
+    store.check_cosign(DEAL, &digest_of(&store.view(DEAL).unwrap(), 4)).unwrap();
+    write(&store, &mut nonce);
+    store.check_cosign(DEAL, &digest_of(&store.view(DEAL).unwrap(), 5)).unwrap();
+    assert_eq!(store.cosigned_to_post(DEAL).unwrap(), None);
+    // The bound: at most MAX_UNPOSTED_COSIGNS wait; the next is refused, nothing changes.
+    let mut v = 6;
+    while store.unposted(DEAL).unwrap().len() < MAX_UNPOSTED_COSIGNS {
+        write(&store, &mut nonce);
+        cosign(&store, v);
+        v += 1;
+    }
+    write(&store, &mut nonce);
+    let over = digest_of(&store.view(DEAL).unwrap(), v);
+    let r = store.cosign(DEAL, &over, CosignKind::Digest, vec![1; 65], || panic!("must not sign past the bound"));
+    assert!(matches!(r, Err(StoreError::Unposted { .. })), "{r:?}");
+    assert_eq!(store.view(DEAL).unwrap().cosigned.map(|d| d.version), Some(v - 1));
+    // Posting the newest releases all of them; co-signing works again.
+    let newest = store.cosigned_to_post(DEAL).unwrap().expect("newest").digest;
+    store.set_posted(DEAL, &newest).unwrap();
+    assert!(store.unposted(DEAL).unwrap().is_empty());
+    store.cosign(DEAL, &over, CosignKind::Digest, vec![1; 65], || Ok(vec![2; 65])).unwrap();
+}

@@ -441,11 +441,20 @@ pub enum OwnerOp {
         sealed: Vec<B256>,
     },
     /// Co-sign a checkpoint digest: the node signs it (EIP-712) if it describes exactly
-    /// its current state and its version is above any it signed. Answer:
-    /// [`Response::Cosigned`].
+    /// its current state, its version is above any it signed, and `owner_signature`
+    /// is the deal owner's signature over the same EIP-712 digest hash. The node keeps
+    /// both signatures, so it can post the digest itself (issue 22: the owner cannot
+    /// post an older co-signed state once the node posted a newer one), and keeps the
+    /// runs of every co-signed digest not posted yet. Answer: [`Response::Cosigned`].
     Cosign {
         /// The digest.
         digest: WireDigest,
+        /// The owner's 65-byte ECDSA signature (r ‖ s ‖ v) over the digest's EIP-712
+        /// hash, exactly what `postDigest` takes as `ownerSig`. Absent from requests
+        /// of older clients (decoded as empty): the node refuses those
+        /// ([`ErrorCode::Unauthorized`]).
+        #[serde(default)]
+        owner_signature: ByteBuf,
     },
     /// Resize (App. A.3; docs/SCHEME.md §10.5): N becomes `num_blocks` (another power
     /// of two); U keeps its first min(N, N') blocks, new blocks are zero with σ̃ =

@@ -305,9 +305,14 @@ impl NodeClient {
         }
     }
 
-    /// Cosign: the provider's signature and address.
+    /// Cosign: the provider's signature and address. The request carries the owner's
+    /// EIP-712 signature of the digest (made here with `auth`'s key, for `auth`'s chain
+    /// and market), which the node keeps so that it can post the digest itself
+    /// (docs/PROTOCOL.md, issue 22).
     pub async fn cosign(&self, auth: &OwnerAuth<'_>, nonce: u64, digest: WireDigest) -> anyhow::Result<(Vec<u8>, Address)> {
-        match self.call(auth.sign(nonce, &OwnerOp::Cosign { digest })?).await.context("owner cosign")? {
+        let hash = dpor_core::digest::Digest::from(&digest).digest_hash(auth.chain_id, auth.market);
+        let owner_signature = ByteBuf::from(auth.key.sign_hash_sync(&hash).context("signing the digest")?.as_bytes().to_vec());
+        match self.call(auth.sign(nonce, &OwnerOp::Cosign { digest, owner_signature })?).await.context("owner cosign")? {
             Response::Cosigned { signature, provider } => Ok((signature.into_vec(), provider)),
             other => unexpected("cosign", &other),
         }

@@ -130,6 +130,7 @@ impl ChainAgent {
                 }
                 self.step_excused(id, &info, &params, now).await;
                 self.scan_deal_logs(id, block).await;
+                self.post_cosigned(id, &info).await;
                 let upload_over = now >= info.accepted_at.saturating_add(params.upload_seconds);
                 if self.config.close_finished
                     && info.digest_version == 0
@@ -214,6 +215,36 @@ impl ChainAgent {
         }
     }
 
+    /// Posts the digest the store says to post ([`super::NodeRuns::cosigned_to_post`],
+    /// issue 22): the newest co-signed digest, with the owner's signature that came
+    /// with its `Cosign`, while an older co-signed digest is not on chain either. Once
+    /// it is on chain the market refuses every lower version (`StaleVersion`), so the
+    /// owner can no longer post an older state whose runs the node is about to drop;
+    /// the store releases them when the `DigestPosted` log is seen. A digest of
+    /// another N (a resize not on chain yet) waits; `StaleVersion` (someone posted
+    /// first) is fine.
+    pub(crate) async fn post_cosigned(&mut self, id: u64, info: &dpor_chain::DealInfo) {
+        let (digest, owner_sig, provider_sig) = match self.runs.cosigned_to_post(id) {
+            Ok(Some(x)) => x,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(deal = id, error = %e, "cannot read the co-signed digests");
+                return;
+            }
+        };
+        if digest.version <= info.digest_version || digest.numBlocks != info.num_blocks {
+            return;
+        }
+        let version = digest.version;
+        match self.market.post_digest(&digest, owner_sig.into(), provider_sig.into()).await {
+            Ok(hash) => tracing::info!(deal = id, version, %hash, "posted the latest co-signed digest (older co-signed ones retire)"),
+            Err(e) if e.revert_name() == Some("StaleVersion") => {
+                tracing::debug!(deal = id, version, "a digest of this version or above is already posted")
+            }
+            Err(e) => tracing::warn!(deal = id, version, error = %e, "postDigest of the latest co-signed digest failed; retrying next tick"),
+        }
+    }
+
     /// New `DigestPosted` (→ `NodeRuns::digest_posted`) and `DisputeOpened` logs of `id`.
     async fn scan_deal_logs(&mut self, id: u64, block: u64) {
         let Some(from) = self.deals.get(&id).map(|t| t.cursor) else { return };
@@ -227,17 +258,6 @@ impl ChainAgent {
                 return;
             }
         };
-        for p in digests {
-            if self.digests.contains_key(&p.hash) {
-                continue;
-            }
-            if let Err(e) = self.runs.digest_posted(id, &p.digest) {
-                tracing::error!(deal = id, version = p.digest.version, error = %e, "the store refused a posted digest");
-                return; // retried next tick: the cursor does not move
-            }
-            tracing::info!(deal = id, version = p.digest.version, hash = %p.hash, "digest posted");
-            self.digests.insert(p.hash, p.digest);
-        }
         let disputes = match self.market.disputes_for_deal(id, from).await {
             Ok(d) => d,
             Err(e) => {
@@ -245,8 +265,14 @@ impl ChainAgent {
                 return;
             }
         };
+        // Disputes first: a dispute on a digest that a later digest of this scan
+        // replaces (the latest posted pin moves, or the co-signed digests it retires
+        // are released) must pin its runs before that release can delete them. (The
+        // dispute logs were read after the digest logs, so they cover every dispute
+        // opened before the newest digest of this scan.)
+        let known: std::collections::HashMap<_, _> = digests.iter().map(|p| (p.hash, p.digest.clone())).collect();
         for q in disputes {
-            self.disputes.entry(q.dispute_id).or_insert_with(|| {
+            let track = self.disputes.entry(q.dispute_id).or_insert_with(|| {
                 tracing::warn!(deal = id, dispute = q.dispute_id, tag = q.run_tag, position = q.position,
                     chunk = q.chunk_index, deadline = q.deadline, "dispute opened against us");
                 DisputeTrack {
@@ -261,6 +287,26 @@ impl ChainAgent {
                     closed: false,
                 }
             });
+            if !track.pinned {
+                let digest = known.get(&q.digest_hash).or_else(|| self.digests.get(&q.digest_hash));
+                if let Some(d) = digest {
+                    match self.runs.dispute_opened(id, q.dispute_id, d) {
+                        Ok(()) => track.pinned = true,
+                        Err(e) => tracing::error!(deal = id, dispute = q.dispute_id, error = %e, "the store could not pin the dispute's runs"),
+                    }
+                }
+            }
+        }
+        for p in digests {
+            if self.digests.contains_key(&p.hash) {
+                continue;
+            }
+            if let Err(e) = self.runs.digest_posted(id, &p.digest) {
+                tracing::error!(deal = id, version = p.digest.version, error = %e, "the store refused a posted digest");
+                return; // retried next tick: the cursor does not move
+            }
+            tracing::info!(deal = id, version = p.digest.version, hash = %p.hash, "digest posted");
+            self.digests.insert(p.hash, p.digest);
         }
         if let Some(t) = self.deals.get_mut(&id) {
             t.cursor = block + 1;

@@ -27,6 +27,10 @@ use alloy_primitives::B256;
 use dpor_core::digest::Digest;
 use std::time::Duration;
 
+/// A digest with the owner's and the provider's 65-byte signatures over its EIP-712
+/// hash: what `postDigest` takes.
+pub type SignedDigest = (Digest, Vec<u8>, Vec<u8>);
+
 /// What the agent needs from the node's storage (implemented by the node over
 /// `store`, and by in-memory fakes in tests).
 pub trait NodeRuns: Send + Sync + 'static {
@@ -45,6 +49,13 @@ pub trait NodeRuns: Send + Sync + 'static {
     fn epoch_pinned(&self, deal: u64, epoch: u64, digest: &Digest) -> anyhow::Result<()> {
         let _ = (deal, epoch, digest);
         Ok(())
+    }
+    /// A digest of `deal` the node co-signed and should post itself, with the owner's
+    /// and its own signature (issue 22: an older co-signed digest waits beside it, and
+    /// posting the newest makes the market refuse every older one). Default: none.
+    fn cosigned_to_post(&self, deal: u64) -> anyhow::Result<Option<SignedDigest>> {
+        let _ = deal;
+        Ok(None)
     }
     /// Epochs of `deal` below `epoch` are settled or over: their pins may go.
     /// Default: nothing pinned.

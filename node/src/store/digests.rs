@@ -3,7 +3,7 @@
 //! Also the owner's σ̃ of run positions.
 
 use super::error::{Result, StoreError};
-use super::meta::{self, DealMeta, LastAnswer};
+use super::meta::{self, CosignKind, CosignRecord, DealMeta, LastAnswer, MAX_UNPOSTED_COSIGNS};
 use super::{lock, wlock, Store};
 use alloy_primitives::U256;
 use dpor_core::digest::Digest;
@@ -95,35 +95,91 @@ impl Store {
 
     /// Checks that `digest` describes the current state exactly (dealId, N, t,
     /// rebuildCount, rootU, rootC, level roots) with a version above the last
-    /// co-signed one; on success it becomes the co-signed pin (persisted).
+    /// co-signed one; on success it becomes the co-signed pin (persisted), with no
+    /// signatures kept. [`Store::cosign`] is what the node uses; this is the same
+    /// check and pin for tests and tools that sign nothing.
+    ///
+    /// Errors: as [`Store::cosign`].
+    pub fn check_cosign(&self, deal: u64, digest: &Digest) -> Result<()> {
+        self.cosign(deal, digest, CosignKind::Digest, Vec::new(), || Ok(Vec::new())).map(|_| ())
+    }
+
+    /// Co-signs `digest` (issue 22): checks that it describes the current state
+    /// exactly (dealId, N, t, rebuildCount, rootU, rootC, level roots) with a version
+    /// above the last co-signed one, that fewer than [`MAX_UNPOSTED_COSIGNS`] co-signed
+    /// digests wait to be posted, then calls `sign` for the node's signature and
+    /// commits, in one durable record, the digest as the latest co-signed one and as a
+    /// [`CosignRecord`] (with `owner_sig` and the node's signature) that pins its runs
+    /// until a digest of at least its version is posted ([`Store::set_posted`]). The
+    /// signature is returned only once that record is on disk, so after a crash the
+    /// node still keeps the runs of every digest whose signature left it. `owner_sig`
+    /// is the owner's signature over the same thing (checked by the caller; empty if
+    /// the request carries none, and then the node cannot post it itself).
     ///
     /// Errors: [`StoreError::UnknownDeal`], [`StoreError::Phase`] while uploading,
-    /// [`StoreError::StaleVersion`], [`StoreError::DigestMismatch`].
-    pub fn check_cosign(&self, deal: u64, digest: &Digest) -> Result<()> {
+    /// [`StoreError::StaleVersion`], [`StoreError::DigestMismatch`],
+    /// [`StoreError::Unposted`] (too many co-signed digests not posted),
+    /// [`StoreError::Signing`] (what `sign` returned), [`StoreError::Sled`].
+    pub fn cosign(
+        &self,
+        deal: u64,
+        digest: &Digest,
+        kind: CosignKind,
+        owner_sig: Vec<u8>,
+        sign: impl FnOnce() -> std::result::Result<Vec<u8>, String>,
+    ) -> Result<Vec<u8>> {
         // The digest names the runs' roots: deferred builds are finished first.
         self.settle(deal)?;
+        let mut signature = None;
         self.update_meta(deal, |m, _| {
-            if m.c.is_none() {
-                return Err(StoreError::Phase(format!("deal {deal} is still uploading")));
-            }
-            if let Some(why) = mismatch(m, digest) {
-                return Err(StoreError::DigestMismatch(why));
-            }
-            if let Some(last) = &m.cosigned {
-                if digest.version <= last.version {
-                    return Err(StoreError::StaleVersion { got: digest.version, last: last.version });
-                }
-            }
+            cosign_checks(deal, m, digest)?;
+            let provider_sig = sign().map_err(StoreError::Signing)?;
             let mut new = m.clone();
             new.cosigned = Some(digest.clone());
+            new.unposted.push(CosignRecord { digest: digest.clone(), kind, owner_sig, provider_sig: provider_sig.clone() });
             // The owner co-signs the current state: it has the last write's answer.
             new.previous.clear();
+            signature = Some(provider_sig);
             Ok(Some(new))
+        })?;
+        signature.ok_or_else(|| StoreError::Corrupt(format!("deal {deal}: co-signature not recorded")))
+    }
+
+    /// The checks of [`Store::cosign`], committing nothing (a `CosignResize` makes
+    /// them before it locks collateral on chain).
+    ///
+    /// Errors: as [`Store::cosign`].
+    pub fn precheck_cosign(&self, deal: u64, digest: &Digest) -> Result<()> {
+        self.settle(deal)?;
+        self.with_state(deal, |st| cosign_checks(deal, &st.meta, digest))
+    }
+
+    /// The co-signed digests of `deal` not posted yet, ascending version (see
+    /// [`CosignRecord`]).
+    ///
+    /// Errors: [`StoreError::UnknownDeal`].
+    pub fn unposted(&self, deal: u64) -> Result<Vec<CosignRecord>> {
+        self.with_state(deal, |st| Ok(st.meta.unposted.clone()))
+    }
+
+    /// What the node should post itself (issue 22): the newest co-signed digest of
+    /// `deal` that it can post ([`CosignRecord::postable`]), if an older co-signed
+    /// digest is waiting too (posting it retires that one: `postDigest` then refuses
+    /// every lower version, so the older state's runs can go). `None` while at most one
+    /// co-signed digest waits: the owner posts it (`dpor checkpoint` does, right after
+    /// co-signing).
+    ///
+    /// Errors: [`StoreError::UnknownDeal`].
+    pub fn cosigned_to_post(&self, deal: u64) -> Result<Option<CosignRecord>> {
+        self.with_state(deal, |st| {
+            let u = &st.meta.unposted;
+            Ok(u.iter().rposition(CosignRecord::postable).filter(|&i| i > 0).and_then(|i| u.get(i)).cloned())
         })
     }
 
-    /// Records the latest digest posted on chain (pinning its runs). A digest with a
-    /// version not above the recorded one is ignored.
+    /// Records the latest digest posted on chain (pinning its runs) and releases the
+    /// co-signed digests of versions up to its own (the market refuses them now:
+    /// `StaleVersion`). A digest with a version not above the recorded one is ignored.
     ///
     /// Errors: [`StoreError::UnknownDeal`], [`StoreError::DigestMismatch`] if it names
     /// another deal or has a bad shape.
@@ -135,6 +191,7 @@ impl Store {
             }
             let mut new = m.clone();
             new.posted = Some(digest.clone());
+            new.unposted.retain(|c| c.digest.version > digest.version);
             Ok(Some(new))
         })
     }
@@ -199,6 +256,27 @@ impl Store {
             Ok(Some(new))
         })
     }
+}
+
+/// Whether `m` may co-sign `digest`: live, the digest describes the current state,
+/// its version is above the last co-signed one, and fewer than
+/// [`MAX_UNPOSTED_COSIGNS`] co-signed digests wait to be posted.
+fn cosign_checks(deal: u64, m: &DealMeta, digest: &Digest) -> Result<()> {
+    if m.c.is_none() {
+        return Err(StoreError::Phase(format!("deal {deal} is still uploading")));
+    }
+    if let Some(why) = mismatch(m, digest) {
+        return Err(StoreError::DigestMismatch(why));
+    }
+    if let Some(last) = &m.cosigned {
+        if digest.version <= last.version {
+            return Err(StoreError::StaleVersion { got: digest.version, last: last.version });
+        }
+    }
+    if m.unposted.len() >= MAX_UNPOSTED_COSIGNS {
+        return Err(StoreError::Unposted { deal, versions: m.unposted.iter().map(|c| c.digest.version).collect() });
+    }
+    Ok(())
 }
 
 /// The bit that marks an epoch pin in the pin list shared with disputes

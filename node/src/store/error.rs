@@ -73,6 +73,21 @@ pub enum StoreError {
         /// The last co-signed version.
         last: u64,
     },
+    /// A co-signature refused because [`super::meta::MAX_UNPOSTED_COSIGNS`] co-signed
+    /// digests of the deal already wait to be posted on chain (each pins its runs).
+    #[error(
+        "deal {deal}: co-signed digests {versions:?} are not on chain yet, the most this node keeps; post the latest \
+         (`dpor checkpoint` does) or let this node's chain agent post it, then ask again"
+    )]
+    Unposted {
+        /// The deal.
+        deal: u64,
+        /// The versions waiting.
+        versions: Vec<u64>,
+    },
+    /// The node could not sign (its key).
+    #[error("signing: {0}")]
+    Signing(String),
     /// A digest that does not describe the deal's current state.
     #[error("digest does not match the state: {0}")]
     DigestMismatch(String),

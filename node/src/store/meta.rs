@@ -16,8 +16,48 @@ use dpor_core::state::RunId;
 /// Format version byte of [`DealMeta`] values written now. Version 1 (still read)
 /// lacks the last answer and the previous state's runs; version 2 (still read) holds
 /// at most one pending U update and no batch answer; version 3 (still read) has no
-/// deferred builds.
-const META_VERSION: u8 = 4;
+/// deferred builds; version 4 (still read) keeps no co-signed digests beyond the latest
+/// one ([`DealMeta::unposted`]).
+const META_VERSION: u8 = 5;
+
+/// Most co-signed digests of one deal that may wait, not yet posted, each pinning its
+/// runs ([`DealMeta::unposted`]); a further co-signature is refused until one is posted.
+/// The chain agent posts the newest one itself as soon as two wait, so the bound is
+/// reached only while the chain cannot be reached or a resize is not on chain yet.
+pub const MAX_UNPOSTED_COSIGNS: usize = 8;
+
+/// A digest this node co-signed, kept with the signatures it was given and gave
+/// ([`DealMeta::unposted`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CosignRecord {
+    /// The digest.
+    pub digest: Digest,
+    /// What the node signed: a plain digest (`postDigest`) or a resize of it
+    /// (`resizeDeal`, whose signatures are over another hash).
+    pub kind: CosignKind,
+    /// The owner's 65-byte signature over what the node signed (empty if the request
+    /// carried none: a `CosignResize`, or a record made by [`super::Store::check_cosign`]).
+    pub owner_sig: Vec<u8>,
+    /// The node's own 65-byte signature (empty for [`super::Store::check_cosign`]).
+    pub provider_sig: Vec<u8>,
+}
+
+/// What kind of co-signature a [`CosignRecord`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CosignKind {
+    /// A digest for `postDigest` (EIP-712 `Digest`).
+    Digest,
+    /// The first digest of a resize for `resizeDeal` (EIP-712 `Resize`).
+    Resize,
+}
+
+impl CosignRecord {
+    /// Whether the node itself can post it with `postDigest` (a plain digest whose two
+    /// signatures it holds).
+    pub fn postable(&self) -> bool {
+        self.kind == CosignKind::Digest && !self.owner_sig.is_empty() && !self.provider_sig.is_empty()
+    }
+}
 
 /// Prefix of deal records.
 pub(crate) const DEAL_PREFIX: u8 = b'd';
@@ -171,6 +211,13 @@ pub(crate) struct DealMeta {
     pub(crate) levels: Vec<(u32, RunId, B256)>,
     pub(crate) cosigned: Option<Digest>,
     pub(crate) posted: Option<Digest>,
+    /// Every co-signed digest with a version above the posted one, ascending version
+    /// (issue 22): the owner holds the node's signature on each and could still post
+    /// it (`postDigest` and `resizeDeal` accept any version above the posted one) and
+    /// dispute it, so each pins its runs until a digest of at least its version is
+    /// posted ([`Store::set_posted`](super::Store::set_posted)). At most
+    /// [`MAX_UNPOSTED_COSIGNS`].
+    pub(crate) unposted: Vec<CosignRecord>,
     /// Open disputes: (dispute id, digest), ascending id.
     pub(crate) disputes: Vec<(u64, Digest)>,
     /// Committed U updates not yet applied to the `u.*` files, ascending index, one
@@ -200,6 +247,7 @@ impl DealMeta {
             levels: Vec::new(),
             cosigned: None,
             posted: None,
+            unposted: Vec::new(),
             disputes: Vec::new(),
             pending: Vec::new(),
             last_answer: None,
@@ -266,8 +314,9 @@ impl DealMeta {
 
     /// Every run the deal must keep: the current state's, the previous state's while
     /// the owner has not confirmed the last write ([`DealMeta::previous`]), and those of
-    /// the co-signed, posted and disputed digests (a run of a pinned digest that this
-    /// store never built is listed too; it simply has no file).
+    /// the co-signed digests not posted yet ([`DealMeta::unposted`]), the posted and
+    /// the disputed digests (a run of a pinned digest that this store never built is
+    /// listed too; it simply has no file).
     pub(crate) fn retained_runs(&self) -> Vec<(RunId, u64, B256)> {
         let mut out = self.current_runs();
         for r in &self.previous {
@@ -275,7 +324,12 @@ impl DealMeta {
                 out.push(*r);
             }
         }
-        let pinned = self.cosigned.iter().chain(self.posted.iter()).chain(self.disputes.iter().map(|(_, d)| d));
+        let pinned = self
+            .cosigned
+            .iter()
+            .chain(self.unposted.iter().map(|c| &c.digest))
+            .chain(self.posted.iter())
+            .chain(self.disputes.iter().map(|(_, d)| d));
         for d in pinned {
             for r in d.run_ids() {
                 if !out.iter().any(|(id, _, _)| *id == r.0) {
@@ -419,6 +473,16 @@ impl DealMeta {
                 }
             }
         }
+        w.u32(self.unposted.len() as u32);
+        for c in &self.unposted {
+            w.digest(&c.digest);
+            w.u8(match c.kind {
+                CosignKind::Digest => 0,
+                CosignKind::Resize => 1,
+            });
+            w.bytes(&c.owner_sig);
+            w.bytes(&c.provider_sig);
+        }
         w.buf
     }
 
@@ -459,6 +523,21 @@ impl DealMeta {
         };
         let (last_answer, previous) = if v >= 2 { (read_last_answer(&mut r)?, read_previous(&mut r)?) } else { (None, Vec::new()) };
         let building = if v >= 4 { read_building(&mut r)? } else { Vec::new() };
+        // Before version 5 only the latest co-signed digest was kept (with no
+        // signatures): it still pins its runs if it is not posted.
+        let unposted = if v >= 5 {
+            read_unposted(&mut r)?
+        } else {
+            match &cosigned {
+                Some(d) if posted.as_ref().is_none_or(|p| p.version < d.version) => vec![CosignRecord {
+                    digest: d.clone(),
+                    kind: CosignKind::Digest,
+                    owner_sig: Vec::new(),
+                    provider_sig: Vec::new(),
+                }],
+                _ => Vec::new(),
+            }
+        };
         r.finish()?;
         let meta = Self {
             params,
@@ -471,6 +550,7 @@ impl DealMeta {
             levels,
             cosigned,
             posted,
+            unposted,
             disputes,
             pending,
             last_answer,
@@ -547,6 +627,21 @@ fn read_last_answer(r: &mut Reader<'_>) -> Result<Option<(u64, LastAnswer)>> {
         x => return Err(StoreError::Corrupt(format!("answer kind {x}"))),
     };
     Ok(Some((nonce, answer)))
+}
+
+fn read_unposted(r: &mut Reader<'_>) -> Result<Vec<CosignRecord>> {
+    let n = r.count(MAX_UNPOSTED_COSIGNS as u32)?;
+    (0..n)
+        .map(|_| {
+            let digest = r.digest()?;
+            let kind = match r.u8()? {
+                0 => CosignKind::Digest,
+                1 => CosignKind::Resize,
+                x => return Err(StoreError::Corrupt(format!("co-signature kind {x}"))),
+            };
+            Ok(CosignRecord { digest, kind, owner_sig: r.bytes()?, provider_sig: r.bytes()? })
+        })
+        .collect()
 }
 
 fn read_previous(r: &mut Reader<'_>) -> Result<Vec<(RunId, u64, B256)>> {

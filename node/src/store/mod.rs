@@ -97,7 +97,7 @@ pub use deferred::Builder;
 pub use read::ULeafPath;
 pub use error::StoreError;
 pub use fault::CommitFault;
-pub use meta::{DealParams, LastAnswer, Phase};
+pub use meta::{CosignKind, CosignRecord, DealParams, LastAnswer, Phase, MAX_UNPOSTED_COSIGNS};
 pub use recovery::open_metadata_db;
 
 use alloy_primitives::B256;

@@ -521,7 +521,15 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
             state.save(&ctx.state_path)?;
             let (provider_sig, provider) = cosigned?;
             let signer = super::resize::check_provider_signature(&provider_sig, provider, hash, onchain.provider, "digest")?;
-            ctx.market.post_digest(&digest, Bytes::from(owner_sig), Bytes::from(provider_sig)).await?;
+            match ctx.market.post_digest(&digest, Bytes::from(owner_sig), Bytes::from(provider_sig)).await {
+                Ok(_) => {}
+                // The node may post a digest it co-signed itself (with the owner's
+                // signature the Cosign carried, issue 22): this very digest on chain is
+                // the checkpoint done.
+                Err(e) if e.revert_name() == Some("StaleVersion")
+                    && ctx.market.digest_record(state.deal, version).await.is_ok_and(|r| r.digest_hash == hash) => {}
+                Err(e) => return Err(e.into()),
+            }
             state.digest_version = version;
             state.save(&ctx.state_path)?;
             Ok(Output::new(
