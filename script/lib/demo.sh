@@ -223,7 +223,7 @@ call() { "$cast" call --rpc-url "$rpc" "$@"; }
 num() { call "$@" | cut -d' ' -f1; }
 balance() { num "$token" "balanceOf(address)(uint256)" "$1"; }
 owed() { num "$market" "owed(address)(uint256)" "$1"; }
-deal_sig="getDeal(uint256)((address,uint32,uint32,uint16,uint8,uint8,address,uint64,uint16,uint16,uint64,uint64,uint64,uint64,bytes32,uint128,uint128,uint128,uint128,uint64,uint32,uint32))"
+deal_sig="getDeal(uint256)((address,uint32,uint32,uint16,uint8,uint8,address,uint64,uint16,uint16,uint64,uint64,uint64,uint64,bytes32,uint128,uint128,uint128,uint128,uint64,uint32,uint32,uint32,uint32))"
 deal_field() { call "$market" "$deal_sig" "$1" --json | field "$2"; }
 dispute_sig="getDispute(uint256)((uint256,address,uint64,uint8,uint8,uint64,uint32,uint64,uint128,bytes32))"
 dispute_field() { call "$market" "$dispute_sig" "$1" --json | field "$2"; }

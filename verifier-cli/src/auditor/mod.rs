@@ -14,6 +14,7 @@
 //! [`mark_missed`], [`withdraw`].
 
 pub mod audit;
+pub mod challenge;
 pub mod dispute;
 pub mod mark_missed;
 pub mod record;
@@ -102,6 +103,20 @@ pub enum AuditorCommand {
         /// The failed audit's transcript hash (0x…, 32 bytes; default zero).
         #[arg(long, default_value_t = B256::ZERO)]
         transcript: B256,
+    },
+    /// Challenge the provider's committed entry for DEAL's EPOCH (docs/COMMITMENTS.md;
+    /// the market's bond is locked, paid to the provider if it answers), or with
+    /// `--fault ID` fault an unanswered challenge after its deadline (anyone may).
+    Challenge {
+        /// The deal (with EPOCH).
+        #[arg(required_unless_present = "fault")]
+        deal: Option<u64>,
+        /// The deal epoch (0-based).
+        #[arg(required_unless_present = "fault")]
+        epoch: Option<u64>,
+        /// Fault this challenge instead (after its deadline).
+        #[arg(long, value_name = "ID", conflicts_with_all = ["deal", "epoch"])]
+        fault: Option<u64>,
     },
     /// Slash the provider of an unanswered dispute after its deadline (anyone may).
     Slash {
@@ -195,6 +210,10 @@ pub async fn run(ctx: &Ctx, cmd: AuditorCommand) -> anyhow::Result<Output> {
         }
         AuditorCommand::Dispute { deal, epoch, run_tag, position, chunk, transcript } => {
             dispute::run(ctx, deal, epoch, run_tag, position, chunk, transcript).await
+        }
+        AuditorCommand::Challenge { fault: Some(id), .. } => challenge::fault(ctx, id).await,
+        AuditorCommand::Challenge { deal, epoch, .. } => {
+            challenge::open(ctx, deal.context("give DEAL EPOCH")?, epoch.context("give DEAL EPOCH")?).await
         }
         AuditorCommand::Slash { dispute } => slash::run(ctx, dispute).await,
         AuditorCommand::MarkMissed { deal, epoch } => mark_missed::run(ctx, deal, epoch).await,
