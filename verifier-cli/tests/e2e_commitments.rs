@@ -13,16 +13,9 @@
 mod harness;
 
 use dpor_chain::{ChallengeState, EpochStatus, U256};
-use harness::{within, World, AUDITOR};
+use harness::{actions, within, World, AUDITOR};
 use std::time::Duration;
 
-fn actions(stdout: &str) -> Vec<serde_json::Value> {
-    stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v.get("action").is_some())
-        .collect()
-}
 
 fn of<'a>(acts: &'a [serde_json::Value], what: &str, deal: u64) -> Vec<&'a serde_json::Value> {
     acts.iter().filter(|a| a["action"] == what && a["deal"] == deal).collect()

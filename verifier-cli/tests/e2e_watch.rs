@@ -12,16 +12,8 @@
 mod harness;
 
 use dpor_chain::{DisputeState, EpochStatus};
-use harness::{within, World, AUDITOR};
+use harness::{actions, within, World, AUDITOR};
 
-/// The JSON action lines of a `dpor --json watch` run.
-fn actions(stdout: &str) -> Vec<serde_json::Value> {
-    stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v.get("action").is_some())
-        .collect()
-}
 
 fn count(acts: &[serde_json::Value], what: &str) -> usize {
     acts.iter().filter(|a| a["action"] == what).count()

@@ -320,6 +320,15 @@ impl World {
     }
 }
 
+/// The JSON action lines of a `dpor --json watch` run.
+pub fn actions(stdout: &str) -> Vec<serde_json::Value> {
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v.get("action").is_some())
+        .collect()
+}
+
 /// Whether the harness stands in for the node's chain agent (see the module docs).
 pub fn hand_provider() -> bool {
     std::env::var("DPOR_E2E_HAND_PROVIDER").is_ok_and(|v| v == "1")
