@@ -196,6 +196,13 @@ impl ChainAgent {
                 k: info.samples_per_epoch,
             });
         }
+        if plan.is_empty() {
+            // No deal has an epoch with a digest in force at g: nothing can be faulted,
+            // nothing to commit (and no gas to spend).
+            tracing::debug!(global_epoch = g, "no deal to commit this epoch");
+            self.commits.committed.insert(g);
+            return;
+        }
         let started = std::time::Instant::now();
         let runs: Arc<dyn NodeRuns> = self.runs.clone();
         let built = tokio::task::spawn_blocking(move || {
