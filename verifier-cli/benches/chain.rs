@@ -228,7 +228,7 @@ impl World {
         let provider = format!("{:?}", self.provider);
         let lanes = lanes.clamp(1, OWNERS.len()).min(n.max(1));
         let mut tasks = Vec::new();
-        for lane in 0..lanes {
+        for (lane, &owner) in OWNERS.iter().enumerate().take(lanes) {
             let count = n / lanes + usize::from(lane < n % lanes);
             let (file, provider) = (file.clone(), provider.clone());
             tasks.push(async move {
@@ -237,10 +237,10 @@ impl World {
                     let state = self.path(&format!("owner-{}.json", first + j * lanes + lane));
                     let st = state.to_str().context("utf-8 path")?;
                     let open = ["--state", st, "deal", "open", "--provider", &provider, "--file", &file, "--lambda", "8", "--samples", "1", "--epochs", "100", "--mint"];
-                    let (j, out) = self.dpor(OWNERS[lane], &state, &open).await?;
+                    let (j, out) = self.dpor(owner, &state, &open).await?;
                     let deal = j["deal"].as_u64().with_context(|| format!("no deal id in {out}"))?;
-                    self.dpor(OWNERS[lane], &state, &["--state", st, "upload", &file]).await?;
-                    self.dpor(OWNERS[lane], &state, &["--state", st, "checkpoint"]).await?;
+                    self.dpor(owner, &state, &["--state", st, "upload", &file]).await?;
+                    self.dpor(owner, &state, &["--state", st, "checkpoint"]).await?;
                     ids.push(deal);
                 }
                 Ok::<_, anyhow::Error>(ids)
