@@ -320,12 +320,13 @@ impl World {
     }
 }
 
-/// The JSON action lines of a `dpor --json watch` run.
+/// The JSON action lines of a `dpor --json watch` run (without the `pass` summary
+/// line each pass ends with: it is not an action).
 pub fn actions(stdout: &str) -> Vec<serde_json::Value> {
     stdout
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v.get("action").is_some())
+        .filter(|v| v.get("action").is_some_and(|a| a != "pass"))
         .collect()
 }
 
