@@ -524,11 +524,14 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
             match ctx.market.post_digest(&digest, Bytes::from(owner_sig), Bytes::from(provider_sig)).await {
                 Ok(_) => {}
                 // The node may post a digest it co-signed itself (with the owner's
-                // signature the Cosign carried, issue 22): this very digest on chain is
-                // the checkpoint done.
-                Err(e) if e.revert_name() == Some("StaleVersion")
-                    && ctx.market.digest_record(state.deal, version).await.is_ok_and(|r| r.digest_hash == hash) => {}
-                Err(e) => return Err(e.into()),
+                // signature the Cosign carried, issue 22), before ours is estimated
+                // (StaleVersion) or mined (our transaction then reverts on chain): this
+                // very digest on chain is the checkpoint done, whoever posted it.
+                Err(e) => {
+                    if !ctx.market.digest_record(state.deal, version).await.is_ok_and(|r| r.digest_hash == hash) {
+                        return Err(e.into());
+                    }
+                }
             }
             state.digest_version = version;
             state.save(&ctx.state_path)?;
