@@ -1,7 +1,7 @@
 //! A node holding many deals (issue 22, item 5), without a chain: builds a store of
-//! `DPOR_SCALE_DEALS` deals (default 6,000: at 10,000 the store runs out of file
-//! descriptors on a machine limited to 20,000, docs/PERFORMANCE.md; N = 16 blocks of β = 1 KiB each, uploaded
-//! through the store's own upload path), then measures
+//! `DPOR_SCALE_DEALS` deals (default 10,000; N = 16 blocks of β = 1 KiB each, uploaded
+//! through the store's own upload path; at most 1,024 deals' U files open at once,
+//! `StoreConfig::open_u_deals`), then measures
 //! - opening the store again (what a node restart costs) and the resident memory it
 //!   adds per deal (VmRSS before and after, /proc/self/status),
 //! - one epoch's commitment work for all deals: each deal's K = 1 whole-block response
@@ -81,7 +81,7 @@ fn digest_of(store: &Store, deal: u64) -> Digest {
 }
 
 fn main() {
-    let deals: u64 = std::env::var("DPOR_SCALE_DEALS").ok().and_then(|s| s.parse().ok()).unwrap_or(6_000);
+    let deals: u64 = std::env::var("DPOR_SCALE_DEALS").ok().and_then(|s| s.parse().ok()).unwrap_or(10_000);
     let tmp = tempfile::tempdir().unwrap();
     let owner = Address::repeat_byte(2);
     let t = Instant::now();

@@ -235,7 +235,7 @@ impl Store {
             }
             BuildInputs::C => {
                 let beta = params.block_bytes as u64;
-                let u = UFiles::open(&dir, n, beta)?;
+                let u = UFiles::open(&dir, n, beta, &self.u_open)?;
                 let per = (MAX_READ_BYTES / beta.max(1)).max(1);
                 let mut all = Vec::with_capacity(n as usize);
                 let mut start = 0;

@@ -81,6 +81,7 @@ mod digests;
 mod error;
 mod fault;
 mod gc;
+mod handles;
 mod meta;
 mod read;
 mod responses;
@@ -93,6 +94,7 @@ mod upload;
 mod write;
 
 pub use batch::BatchWrite;
+pub use handles::DEFAULT_OPEN_U_DEALS;
 pub use deferred::Builder;
 pub use read::ULeafPath;
 pub use error::StoreError;
@@ -128,6 +130,10 @@ pub struct StoreConfig {
     /// is acknowledged before the run is built; the run is built in the background
     /// ([`Builder`]) or when first needed. `None`: every run is built inside its write.
     pub defer_from_blocks: Option<u64>,
+    /// Most deals whose U files (three per deal) are open at once; the deal opened
+    /// longest ago is closed first and reopened when next used (`handles.rs`). `None`:
+    /// [`DEFAULT_OPEN_U_DEALS`] (1,024 deals, 3,072 files).
+    pub open_u_deals: Option<usize>,
 }
 
 /// A snapshot of one deal.
@@ -234,6 +240,8 @@ pub struct Store {
     builders: Arc<std::sync::atomic::AtomicUsize>,
     /// Unreferenced runs waiting for the background builder to delete them.
     trash: Mutex<Vec<gc::Trash>>,
+    /// The deals whose U files are open ([`StoreConfig::open_u_deals`]).
+    u_open: Arc<handles::OpenDeals<u::Handles>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -395,6 +403,12 @@ impl Store {
     /// [`StoreError::Corrupt`] if a deal record or a U file is unreadable.
     pub fn open(dir: &Path, config: StoreConfig) -> Result<Store> {
         recovery::open(dir, config)
+    }
+
+    /// Deals whose U files are open now: at most [`StoreConfig::open_u_deals`], plus
+    /// any closed while an operation still held them.
+    pub fn open_u_deals(&self) -> usize {
+        self.u_open.open_count()
     }
 
     /// The ids of all deals (uploading or live), ascending.

@@ -56,13 +56,14 @@ pub(crate) fn open(dir: &Path, config: StoreConfig) -> Result<Store> {
     let db = open_metadata_db(dir)?;
     let store = Store {
         dir: dir.to_path_buf(),
-        config,
         db,
         deals: RwLock::new(BTreeMap::new()),
         commit_fault: Default::default(),
         build_signal: Default::default(),
         builders: Default::default(),
         trash: Default::default(),
+        u_open: Arc::new(super::handles::OpenDeals::new(config.open_u_deals.unwrap_or(super::handles::DEFAULT_OPEN_U_DEALS))),
+        config,
     };
     // One deal's damage never stops the store: a record that does not decode, or a
     // deal that cannot be brought back at all, is left out (its files and σ̃ kept
@@ -153,12 +154,12 @@ impl Store {
         let (n, beta) = (m.num_blocks(), m.params.block_bytes as u64);
         let mut damage = Vec::new();
         let u = match m.phase {
-            Phase::Uploading { received } => match UFiles::open(&dir, n, beta) {
+            Phase::Uploading { received } => match UFiles::open(&dir, n, beta, &self.u_open) {
                 Ok(u) => Some(u),
                 Err(_) => {
                     // Files missing or of other sizes (a restart with new parameters
                     // that crashed before committing): start the upload over.
-                    let u = UFiles::create(&dir, n, beta)?;
+                    let u = UFiles::create(&dir, n, beta, &self.u_open)?;
                     if received != 0 {
                         m.phase = Phase::Uploading { received: 0 };
                         self.db.insert(meta::deal_key(id), m.encode())?;
@@ -166,7 +167,7 @@ impl Store {
                     Some(u)
                 }
             },
-            Phase::Live => match UFiles::open(&dir, n, beta) {
+            Phase::Live => match UFiles::open(&dir, n, beta, &self.u_open) {
                 Ok(u) => Some(u),
                 Err(e) => {
                     damage.push(format!("U files unusable: {e}"));

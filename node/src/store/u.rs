@@ -6,24 +6,40 @@
 //!   on open without rehashing U, and a block corrupted on disk keeps its true leaf).
 //!
 //! All three are allocated in full when the upload begins (`fallocate`), so in-place
-//! writes do not need new space.
+//! writes do not need new space. They are opened on first use and kept open while the
+//! deal is among the store's most recently opened ones (`handles.rs`).
 
 use super::error::{Result, StoreError};
+use super::handles::{OpenDeals, Slot};
 use alloy_primitives::B256;
 use dpor_core::merkle::{self, MerkleTree};
 use fs2::FileExt as _;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
-/// The open U files of one deal.
+/// The U files of one deal (their handles open or closed, [`OpenDeals`]).
 #[derive(Debug)]
 pub(crate) struct UFiles {
     dir: PathBuf,
     block_bytes: u64,
+    slot: Arc<Slot<Handles>>,
+    open: Arc<OpenDeals<Handles>>,
+}
+
+/// The three open files, in [`NAMES`] order.
+#[derive(Debug)]
+pub(crate) struct Handles {
     blocks: File,
     sealed: File,
     roots: File,
+}
+
+impl Handles {
+    fn all(&self) -> [&File; 3] {
+        [&self.blocks, &self.sealed, &self.roots]
+    }
 }
 
 /// Bytes on disk of U for N blocks of β bytes.
@@ -61,18 +77,20 @@ fn open_one(path: &Path, len: u64, create: bool) -> Result<File> {
 }
 
 impl UFiles {
-    /// Creates (or resizes and allocates) the U files for N blocks of β bytes in `dir`.
-    pub(crate) fn create(dir: &Path, num_blocks: u64, block_bytes: u64) -> Result<Self> {
-        Self::open_impl(dir, num_blocks, block_bytes, true)
+    /// Creates (or resizes and allocates) the U files for N blocks of β bytes in `dir`;
+    /// their handles count against `open`.
+    pub(crate) fn create(dir: &Path, num_blocks: u64, block_bytes: u64, open: &Arc<OpenDeals<Handles>>) -> Result<Self> {
+        Self::open_impl(dir, num_blocks, block_bytes, true, open)
     }
 
     /// Opens existing U files for N blocks: files longer than N blocks are cut to N
     /// (what a resize left, `resize.rs`); [`StoreError::Corrupt`] if one is shorter.
-    pub(crate) fn open(dir: &Path, num_blocks: u64, block_bytes: u64) -> Result<Self> {
-        Self::open_impl(dir, num_blocks, block_bytes, false)
+    /// Their handles count against `open`.
+    pub(crate) fn open(dir: &Path, num_blocks: u64, block_bytes: u64, open: &Arc<OpenDeals<Handles>>) -> Result<Self> {
+        Self::open_impl(dir, num_blocks, block_bytes, false, open)
     }
 
-    fn open_impl(dir: &Path, n: u64, beta: u64, create: bool) -> Result<Self> {
+    fn open_impl(dir: &Path, n: u64, beta: u64, create: bool, open: &Arc<OpenDeals<Handles>>) -> Result<Self> {
         let lens = [n.saturating_mul(beta), n.saturating_mul(32), n.saturating_mul(32)];
         let mut files = Vec::with_capacity(3);
         for (name, len) in NAMES.iter().zip(lens) {
@@ -81,13 +99,36 @@ impl UFiles {
         if create {
             super::runs::sync_dir(dir)?;
         }
+        let handles = Self::handles_from(files)?;
+        let slot = Arc::new(Mutex::new(Some(Arc::new(handles))));
+        open.register(&slot);
+        Ok(Self { dir: dir.to_path_buf(), block_bytes: beta, slot, open: Arc::clone(open) })
+    }
+
+    fn handles_from(files: Vec<File>) -> Result<Handles> {
         let mut it = files.into_iter();
         match (it.next(), it.next(), it.next()) {
-            (Some(blocks), Some(sealed), Some(roots)) => {
-                Ok(Self { dir: dir.to_path_buf(), block_bytes: beta, blocks, sealed, roots })
-            }
+            (Some(blocks), Some(sealed), Some(roots)) => Ok(Handles { blocks, sealed, roots }),
             _ => Err(StoreError::Corrupt("U files".into())),
         }
+    }
+
+    /// The open files, reopened if [`OpenDeals`] closed them (their lengths were
+    /// checked when the deal was opened and only this store changes them).
+    fn files(&self) -> Result<Arc<Handles>> {
+        self.open.get(&self.slot, || {
+            let mut files = Vec::with_capacity(3);
+            for name in NAMES {
+                let path = self.dir.join(name);
+                let f = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(&path)
+                    .map_err(|e| StoreError::io("reopen", &path, 0, e))?;
+                files.push(f);
+            }
+            Self::handles_from(files)
+        })
     }
 
     /// Grows U from `old_n` to `new_n` blocks (a resize, App. A.3): allocates the
@@ -98,8 +139,9 @@ impl UFiles {
     /// [`ZERO_BLOCK_U`]: dpor_core::checksum::ZERO_BLOCK_U
     pub(crate) fn grow(&self, old_n: u64, new_n: u64) -> Result<()> {
         let beta = self.block_bytes;
+        let h = self.files()?;
         let lens = [new_n.saturating_mul(beta), new_n.saturating_mul(32), new_n.saturating_mul(32)];
-        for (i, (f, len)) in [&self.blocks, &self.sealed, &self.roots].iter().zip(lens).enumerate() {
+        for (i, (f, len)) in h.all().iter().zip(lens).enumerate() {
             f.set_len(len).map_err(|e| StoreError::io("grow", &self.path(i), len, e))?;
             f.allocate(len).map_err(|e| StoreError::io("allocate", &self.path(i), len, e))?;
         }
@@ -110,12 +152,12 @@ impl UFiles {
         while start < new_n {
             let count = per.min(new_n - start);
             let buf: Vec<u8> = (0..count).flat_map(|_| zero_root.0).collect();
-            self.roots
+            h.roots
                 .write_all_at(&buf, start.saturating_mul(32))
                 .map_err(|e| StoreError::io("write", &self.path(2), buf.len() as u64, e))?;
             start += count;
         }
-        for (i, f) in [&self.blocks, &self.sealed, &self.roots].iter().enumerate() {
+        for (i, f) in h.all().iter().enumerate() {
             f.sync_all().map_err(|e| StoreError::io("fsync", &self.path(i), 0, e))?;
         }
         Ok(())
@@ -123,8 +165,9 @@ impl UFiles {
 
     /// Cuts U to `new_n` blocks (a committed shrink) and fsyncs.
     pub(crate) fn shrink(&self, new_n: u64) -> Result<()> {
+        let h = self.files()?;
         let lens = [new_n.saturating_mul(self.block_bytes), new_n.saturating_mul(32), new_n.saturating_mul(32)];
-        for (i, (f, len)) in [&self.blocks, &self.sealed, &self.roots].iter().zip(lens).enumerate() {
+        for (i, (f, len)) in h.all().iter().zip(lens).enumerate() {
             f.set_len(len).map_err(|e| StoreError::io("truncate", &self.path(i), len, e))?;
             f.sync_all().map_err(|e| StoreError::io("fsync", &self.path(i), 0, e))?;
         }
@@ -142,10 +185,11 @@ impl UFiles {
         // The chunk trees of the blocks, on every core (rayon, in dpor-core).
         let roots: Vec<u8> = merkle::block_roots(blocks).iter().flat_map(|r| r.0).collect();
         let seal: Vec<u8> = sealed.iter().flatten().copied().collect();
+        let h = self.files()?;
         let writes = [
-            (&self.blocks, start.saturating_mul(self.block_bytes), &data),
-            (&self.sealed, start.saturating_mul(32), &seal),
-            (&self.roots, start.saturating_mul(32), &roots),
+            (&h.blocks, start.saturating_mul(self.block_bytes), &data),
+            (&h.sealed, start.saturating_mul(32), &seal),
+            (&h.roots, start.saturating_mul(32), &roots),
         ];
         for (i, (f, off, buf)) in writes.iter().enumerate() {
             f.write_all_at(buf, *off).map_err(|e| StoreError::io("write", &self.path(i), buf.len() as u64, e))?;
@@ -169,45 +213,47 @@ impl UFiles {
                 hashed.as_slice()
             }
         };
+        let h = self.files()?;
         for ((index, block, sealed), root) in items.iter().zip(roots) {
             let writes: [(&File, u64, &[u8]); 3] = [
-                (&self.blocks, index.saturating_mul(self.block_bytes), block),
-                (&self.sealed, index.saturating_mul(32), sealed),
-                (&self.roots, index.saturating_mul(32), root.as_slice()),
+                (&h.blocks, index.saturating_mul(self.block_bytes), block),
+                (&h.sealed, index.saturating_mul(32), sealed),
+                (&h.roots, index.saturating_mul(32), root.as_slice()),
             ];
             for (i, (f, off, buf)) in writes.iter().enumerate() {
                 f.write_all_at(buf, *off).map_err(|e| StoreError::io("write", &self.path(i), buf.len() as u64, e))?;
             }
         }
-        for (i, f) in [&self.blocks, &self.sealed, &self.roots].iter().enumerate() {
+        for (i, f) in h.all().iter().enumerate() {
             f.sync_data().map_err(|e| StoreError::io("fsync", &self.path(i), 0, e))?;
         }
         Ok(())
     }
 
-    fn read(&self, i: usize, f: &File, offset: u64, len: u64) -> Result<Vec<u8>> {
+    fn read(&self, i: usize, offset: u64, len: u64) -> Result<Vec<u8>> {
         let len = usize::try_from(len).map_err(|_| StoreError::Range(format!("{len} bytes")))?;
         let mut buf = vec![0u8; len];
-        f.read_exact_at(&mut buf, offset).map_err(|e| StoreError::io("read", &self.path(i), 0, e))?;
+        let h = self.files()?;
+        h.all()[i].read_exact_at(&mut buf, offset).map_err(|e| StoreError::io("read", &self.path(i), 0, e))?;
         Ok(buf)
     }
 
     /// Blocks `start..start+count` (bounds checked by the caller).
     pub(crate) fn read_blocks(&self, start: u64, count: u64) -> Result<Vec<Vec<u8>>> {
         let beta = self.block_bytes;
-        let buf = self.read(0, &self.blocks, start.saturating_mul(beta), count.saturating_mul(beta))?;
+        let buf = self.read(0, start.saturating_mul(beta), count.saturating_mul(beta))?;
         Ok(buf.chunks_exact(beta.max(1) as usize).map(|c| c.to_vec()).collect())
     }
 
     /// σ̃_U of `start..start+count`.
     pub(crate) fn read_sealed(&self, start: u64, count: u64) -> Result<Vec<[u8; 32]>> {
-        let buf = self.read(1, &self.sealed, start.saturating_mul(32), count.saturating_mul(32))?;
+        let buf = self.read(1, start.saturating_mul(32), count.saturating_mul(32))?;
         Ok(buf.chunks_exact(32).map(|c| { let mut a = [0u8; 32]; a.copy_from_slice(c); a }).collect())
     }
 
     /// Block roots of `start..start+count`.
     pub(crate) fn read_roots(&self, start: u64, count: u64) -> Result<Vec<B256>> {
-        let buf = self.read(2, &self.roots, start.saturating_mul(32), count.saturating_mul(32))?;
+        let buf = self.read(2, start.saturating_mul(32), count.saturating_mul(32))?;
         Ok(buf.chunks_exact(32).map(B256::from_slice).collect())
     }
 

@@ -53,7 +53,7 @@ impl Store {
         let needed = u_disk_bytes(params.num_blocks, params.block_bytes as u64).saturating_add(c_bytes);
         self.ensure_space(needed.saturating_sub(existing))?;
         std::fs::create_dir_all(&dir).map_err(|e| StoreError::io("create", &dir, 0, e))?;
-        let u = match UFiles::create(&dir, params.num_blocks, params.block_bytes as u64) {
+        let u = match UFiles::create(&dir, params.num_blocks, params.block_bytes as u64, &self.u_open) {
             Ok(u) => u,
             Err(e) => {
                 if old.is_none() {
