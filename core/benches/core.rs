@@ -97,6 +97,7 @@ fn main() {
     }
     parallel(&mut md, quick, &mut rng, &format, &pool1, &pool2);
     keccak_backends(&mut md, quick, &mut rng);
+    pool1.install(|| keccak_lanes(&mut md, quick, &mut rng));
 
     print!("{md}");
     if let Ok(path) = std::env::var("DPOR_BENCH_OUT") {
@@ -317,6 +318,33 @@ fn parallel(md: &mut String, quick: bool, rng: &mut ChaCha20Rng, format: &BlockF
     row(md, format!("decode C from a random half ({:.0} MiB of data)", n as f64 * beta / MIB), (t1, k1), (t2, k2), d1 == d2 && d1 == u);
     let _ = writeln!(*md, "\nLoad average after: {:.1}.\n", load_average());
     eprintln!("parallel decode done");
+}
+
+/// Block roots of coded blocks with the keccak lanes (`dpor_keccak`, eight or four
+/// hashes per permutation) against one hash at a time with `keccak-asm` (alloy's
+/// `keccak256` as built), on one thread. Prints `figure keccak_lanes_speedup X`.
+fn keccak_lanes(md: &mut String, quick: bool, rng: &mut ChaCha20Rng) {
+    let blocks_n = if quick { 2048 } else { 8192 };
+    let len = 4696;
+    let blocks: Vec<Vec<u8>> = (0..blocks_n)
+        .map(|_| {
+            let mut b = vec![0u8; len];
+            rng.fill(&mut b[..]);
+            b
+        })
+        .collect();
+    let (t_scalar, r_scalar) = best(3, || blocks.iter().map(|b| merkle::block_root_scalar(b)).collect::<Vec<_>>());
+    let (t_lanes, r_lanes) = best(3, || merkle::block_roots(&blocks));
+    let speedup = t_scalar.as_secs_f64() / t_lanes.as_secs_f64();
+    let backend = dpor_keccak::Backend::best();
+    let bytes = (blocks_n * len) as f64;
+    let _ = writeln!(*md, "### keccak lanes: block roots (one thread)
+");
+    let _ = writeln!(*md, "| input | one hash at a time (`keccak-asm`) | lanes ({backend:?}, {} per permutation) | speedup | same roots |\n|---|---|---|---|---|", backend.lanes());
+    let _ = writeln!(*md, "| {blocks_n} coded blocks of {len} bytes | {:.0} MB/s | {:.0} MB/s | **{speedup:.2}×** | {} |\n",
+        mbps(bytes, t_scalar), mbps(bytes, t_lanes), r_scalar == r_lanes);
+    println!("figure keccak_lanes_speedup {speedup:.2}");
+    eprintln!("keccak lanes done");
 }
 
 /// The two keccak256 backends of alloy-primitives on the inputs the trees hash

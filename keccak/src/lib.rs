@@ -1,0 +1,255 @@
+//! keccak256 of four short inputs at once.
+//!
+//! Every hash of the project's Merkle trees (ENCODING.md §2–4) has a one-block input:
+//! a chunk leaf is 129 bytes, an inner node 65, a run leaf 41, a U leaf 73, all under
+//! keccak256's rate of 136 bytes, so each costs exactly one Keccak-f[1600] permutation.
+//! The trees hash thousands of independent such inputs, so four permutations can run
+//! side by side in the four 64-bit lanes of AVX2 registers ([`keccak256_x4`]), about
+//! several times faster than four calls of the scalar assembly (`keccak-asm`, what
+//! `alloy_primitives::keccak256` uses here): the same bits, nothing in any format
+//! changes.
+//!
+//! The backend is chosen once per process from the CPU's features ([`Backend::best`]):
+//! AVX-512 (F and VL, on 256-bit registers) when the CPU has it, else AVX2, else the
+//! scalar path; `DPOR_KECCAK_LANES=1` forces the scalar path and `=avx2` AVX2 (for
+//! comparisons). Inputs of more than [`MAX_LANE_INPUT`]
+//! bytes always take the scalar path.
+//!
+//! Source: Keccak-f[1600] and keccak256's padding (`pad10*1`, domain byte 0x01) as in
+//! the Keccak reference (Bertoni, Daemen, Peeters, Van Assche, v3.0, 2011) and FIPS 202
+//! §3; tested bit for bit against RustCrypto's `sha3::Keccak256`, its Keccak-f test
+//! vector and `keccak-asm`.
+
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
+use std::sync::OnceLock;
+
+/// Largest input (bytes) hashed in a lane: keccak256's rate (136 bytes) less the
+/// padding's first byte. Longer inputs take the scalar path.
+pub const MAX_LANE_INPUT: usize = 135;
+
+/// Bytes absorbed per permutation by keccak256 (its rate, 1088 bits).
+const RATE: usize = 136;
+
+/// A keccak256 implementation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// One input at a time, `keccak-asm`.
+    Scalar,
+    /// Four inputs at once in AVX2 registers (x86-64 CPUs with AVX2 only).
+    Avx2,
+    /// Eight inputs at once in 512-bit registers ([`keccak256_many`]; four in 256-bit
+    /// ones for [`keccak256_x4`]) with AVX-512's rotations and three-input logic
+    /// (x86-64 CPUs with AVX-512 F and VL only).
+    Avx512,
+}
+
+impl Backend {
+    /// The fastest backend this CPU runs, chosen once: [`Backend::Avx512`], else
+    /// [`Backend::Avx2`], else [`Backend::Scalar`]. `DPOR_KECCAK_LANES=1` forces the
+    /// scalar path, `DPOR_KECCAK_LANES=avx2` AVX2 (if the CPU has it).
+    pub fn best() -> Backend {
+        static BEST: OnceLock<Backend> = OnceLock::new();
+        *BEST.get_or_init(|| {
+            let forced = std::env::var("DPOR_KECCAK_LANES").unwrap_or_default();
+            match forced.trim() {
+                "1" | "scalar" => Backend::Scalar,
+                "avx2" => Backend::avx2().unwrap_or(Backend::Scalar),
+                _ => Backend::avx512().or(Backend::avx2()).unwrap_or(Backend::Scalar),
+            }
+        })
+    }
+
+    /// [`Backend::Avx2`] if this CPU has AVX2, else `None`.
+    pub fn avx2() -> Option<Backend> {
+        Backend::Avx2.supported().then_some(Backend::Avx2)
+    }
+
+    /// [`Backend::Avx512`] if this CPU has AVX2, AVX-512F and AVX-512VL, else `None`.
+    pub fn avx512() -> Option<Backend> {
+        Backend::Avx512.supported().then_some(Backend::Avx512)
+    }
+
+    /// Whether this CPU runs this backend (a cached feature check).
+    pub fn supported(self) -> bool {
+        match self {
+            Backend::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            Backend::Avx2 => std::arch::is_x86_feature_detected!("avx2"),
+            #[cfg(target_arch = "x86_64")]
+            Backend::Avx512 => {
+                std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("avx512f")
+                    && std::arch::is_x86_feature_detected!("avx512vl")
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
+        }
+    }
+
+    /// Inputs hashed per permutation by [`keccak256_many`]: 8 for AVX-512, 4 for
+    /// AVX2, 1 for scalar.
+    pub fn lanes(self) -> usize {
+        match self {
+            Backend::Scalar => 1,
+            Backend::Avx2 => 4,
+            Backend::Avx512 => 8,
+        }
+    }
+}
+
+/// keccak256 of one input (any length), by `keccak-asm`.
+pub fn keccak256(input: &[u8]) -> [u8; 32] {
+    keccak_asm::Keccak256::digest(input).into()
+}
+
+/// keccak256 of four inputs (any lengths) with the [best](Backend::best) backend.
+pub fn keccak256_x4(inputs: [&[u8]; 4]) -> [[u8; 32]; 4] {
+    keccak256_x4_with(Backend::best(), inputs)
+}
+
+/// keccak256 of four inputs (any lengths) with `backend`. A backend this CPU does not
+/// run ([`Backend::supported`]) computes the same hashes on the scalar path, as do
+/// inputs over [`MAX_LANE_INPUT`] bytes.
+pub fn keccak256_x4_with(backend: Backend, inputs: [&[u8]; 4]) -> [[u8; 32]; 4] {
+    if backend != Backend::Scalar && fit_lanes(&inputs) && backend.supported() {
+        let mut states = inputs.map(padded_block);
+        #[cfg(target_arch = "x86_64")]
+        match backend {
+            // SAFETY: the CPU has AVX2 (`supported`, a cached check, just above).
+            Backend::Avx2 => unsafe { x86::permute_x4_avx2(&mut states, RATE / 8, 4) },
+            // SAFETY: the CPU has AVX2, AVX-512F and AVX-512VL (`supported`).
+            Backend::Avx512 => unsafe { x86::permute_x4_avx512(&mut states, RATE / 8, 4) },
+            Backend::Scalar => {}
+        }
+        return states.map(|s| digest_of(&s));
+    }
+    inputs.map(keccak256)
+}
+
+/// keccak256 of eight inputs at once in 512-bit registers, if `backend` is
+/// [`Backend::Avx512`], the CPU runs it and every input fits a lane; else `None`.
+fn keccak256_x8_avx512(backend: Backend, inputs: [&[u8]; 8]) -> Option<[[u8; 32]; 8]> {
+    if backend != Backend::Avx512 || !fit_lanes(&inputs) || !backend.supported() {
+        return None;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        let mut states = inputs.map(padded_block);
+        // SAFETY: the CPU has AVX2, AVX-512F and AVX-512VL (`supported`, just above).
+        unsafe { x86::permute_x8_avx512(&mut states, RATE / 8, 4) };
+        Some(states.map(|s| digest_of(&s)))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    None
+}
+
+fn fit_lanes(inputs: &[&[u8]]) -> bool {
+    inputs.iter().all(|i| i.len() <= MAX_LANE_INPUT)
+}
+
+/// keccak256's 32 bytes: the first four lanes of a state, little-endian.
+fn digest_of(state: &[u64; 25]) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    for (o, w) in out.chunks_exact_mut(8).zip(state) {
+        o.copy_from_slice(&w.to_le_bytes());
+    }
+    out
+}
+
+/// keccak256 of many inputs (any lengths) into `out` with the [best](Backend::best)
+/// backend: eight at a time with AVX-512, four with AVX2.
+///
+/// # Panics
+/// If `out` and `inputs` differ in length (a caller's bug).
+pub fn keccak256_many(inputs: &[&[u8]], out: &mut [[u8; 32]]) {
+    keccak256_many_with(Backend::best(), inputs, out);
+}
+
+/// [`keccak256_many`] with `backend`. A last group of two or three inputs fills the
+/// spare lanes with copies; a last single input takes the scalar path.
+///
+/// # Panics
+/// If `out` and `inputs` differ in length (a caller's bug).
+pub fn keccak256_many_with(backend: Backend, inputs: &[&[u8]], out: &mut [[u8; 32]]) {
+    assert_eq!(inputs.len(), out.len(), "keccak256_many: one output per input");
+    let n = inputs.len();
+    let mut i = 0;
+    if backend == Backend::Avx512 {
+        while i + 8 <= n {
+            let group: [&[u8]; 8] = std::array::from_fn(|l| inputs[i + l]);
+            match keccak256_x8_avx512(backend, group) {
+                Some(h) => out[i..i + 8].copy_from_slice(&h),
+                None => break,
+            }
+            i += 8;
+        }
+    }
+    while i + 4 <= n {
+        let group: [&[u8]; 4] = std::array::from_fn(|l| inputs[i + l]);
+        out[i..i + 4].copy_from_slice(&keccak256_x4_with(backend, group));
+        i += 4;
+    }
+    let rest = n - i;
+    if rest >= 2 && backend != Backend::Scalar {
+        let group: [&[u8]; 4] = std::array::from_fn(|l| inputs[i + l.min(rest - 1)]);
+        out[i..].copy_from_slice(&keccak256_x4_with(backend, group)[..rest]);
+    } else {
+        for (o, input) in out[i..].iter_mut().zip(&inputs[i..]) {
+            *o = keccak256(input);
+        }
+    }
+}
+
+/// One input of at most [`MAX_LANE_INPUT`] bytes padded to one keccak256 block (the
+/// domain byte 0x01 after the input, 0x80 in the last byte), as the first 17
+/// little-endian 64-bit lanes of a state (the other 8 zero).
+fn padded_block(input: &[u8]) -> [u64; 25] {
+    let mut bytes = [0u8; RATE];
+    bytes[..input.len()].copy_from_slice(input);
+    bytes[input.len()] ^= 0x01;
+    bytes[RATE - 1] ^= 0x80;
+    let mut lanes = [0u64; 25];
+    for (lane, b) in lanes.iter_mut().zip(bytes.chunks_exact(8)) {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(b);
+        *lane = u64::from_le_bytes(w);
+    }
+    lanes
+}
+
+/// The round constants of Keccak-f[1600] (ι), rounds 0..24.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+const ROUND_CONSTANTS: [u64; 24] = [
+    0x0000_0000_0000_0001, 0x0000_0000_0000_8082, 0x8000_0000_0000_808A, 0x8000_0000_8000_8000,
+    0x0000_0000_0000_808B, 0x0000_0000_8000_0001, 0x8000_0000_8000_8081, 0x8000_0000_0000_8009,
+    0x0000_0000_0000_008A, 0x0000_0000_0000_0088, 0x0000_0000_8000_8009, 0x0000_0000_8000_000A,
+    0x0000_0000_8000_808B, 0x8000_0000_0000_008B, 0x8000_0000_0000_8089, 0x8000_0000_0000_8003,
+    0x8000_0000_0000_8002, 0x8000_0000_0000_0080, 0x0000_0000_0000_800A, 0x8000_0000_8000_000A,
+    0x8000_0000_8000_8081, 0x8000_0000_0000_8080, 0x0000_0000_8000_0001, 0x8000_0000_8000_8008,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn padding_of_the_empty_input_and_of_a_full_lane_input() {
+        let p = padded_block(&[]);
+        assert_eq!(p[0], 0x01);
+        assert_eq!(p[16], 0x80 << 56);
+        let p = padded_block(&[0xAA; MAX_LANE_INPUT]);
+        assert_eq!(p[16], 0x81AA_AAAA_AAAA_AAAA, "0x01 and 0x80 share the last byte");
+    }
+
+    #[test]
+    fn scalar_forced_or_not_the_same_hashes() {
+        let ins: [&[u8]; 4] = [b"", b"abc", &[7u8; 135], &[9u8; 300]];
+        let want = ins.map(keccak256);
+        assert_eq!(keccak256_x4_with(Backend::Scalar, ins), want);
+        assert_eq!(keccak256_x4_with(Backend::Avx2, ins), want, "one long input: all four scalar");
+        assert_eq!(keccak256_x4_with(Backend::Avx512, ins), want);
+        assert_eq!(keccak256_x4(ins), want);
+    }
+}

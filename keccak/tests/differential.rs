@@ -1,0 +1,88 @@
+//! keccak256 by the lanes against RustCrypto's `sha3::Keccak256` (an implementation we
+//! did not write, independent of `keccak-asm`): every input length 0..=200 (one-block
+//! and multi-block inputs, the padding's edge at 135 and 136 bytes), random inputs, and
+//! the published vectors.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use dpor_keccak::{keccak256, keccak256_many, keccak256_many_with, keccak256_x4, keccak256_x4_with, Backend, MAX_LANE_INPUT};
+use proptest::prelude::*;
+use sha3::{Digest, Keccak256};
+
+fn reference(input: &[u8]) -> [u8; 32] {
+    Keccak256::digest(input).into()
+}
+
+fn backends() -> Vec<Backend> {
+    let mut b = vec![Backend::Scalar];
+    b.extend(Backend::avx2());
+    b.extend(Backend::avx512());
+    b
+}
+
+#[test]
+fn this_machine_runs_the_lanes() {
+    // The project's machines have AVX2 (docs/PERFORMANCE.md): the lanes must be what
+    // runs, unless forced off, or every figure measures the scalar path.
+    if std::env::var("DPOR_KECCAK_LANES").is_err() && std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|c| c.contains(" avx2")) {
+        assert_ne!(Backend::best(), Backend::Scalar);
+        assert!(Backend::best().lanes() >= 4);
+    }
+}
+
+#[test]
+fn every_length_up_to_two_blocks_in_every_lane() {
+    for backend in backends() {
+        for len in 0..=200usize {
+            let inputs: Vec<Vec<u8>> = (0..4).map(|l| (0..len).map(|i| (i * 7 + l * 31 + len) as u8).collect()).collect();
+            let got = keccak256_x4_with(backend, [&inputs[0], &inputs[1], &inputs[2], &inputs[3]]);
+            for (l, input) in inputs.iter().enumerate() {
+                assert_eq!(got[l], reference(input), "{backend:?}, length {len}, lane {l}");
+            }
+        }
+    }
+}
+
+#[test]
+fn published_vectors() {
+    let empty = hex_32("c5d2460186f7233c927e7db2dcc703c0e500b653ca82273b7bfad8045d85a470");
+    let abc = hex_32("4e03657aea45a94fc7d47ba826c8d667c0d1e6e33a64a036ec44f58fa12d6c45");
+    assert_eq!(keccak256(b""), empty);
+    assert_eq!(keccak256(b"abc"), abc);
+    assert_eq!(keccak256_x4([b"", b"abc", b"", b"abc"]), [empty, abc, empty, abc]);
+}
+
+fn hex_32(s: &str) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap();
+    }
+    out
+}
+
+#[test]
+fn every_backend_every_batch_size() {
+    for backend in backends() {
+        for n in 0..=20usize {
+            let inputs: Vec<Vec<u8>> = (0..n).map(|i| vec![i as u8; (i * 13) % 140]).collect();
+            let refs: Vec<&[u8]> = inputs.iter().map(|v| v.as_slice()).collect();
+            let mut out = vec![[0u8; 32]; n];
+            keccak256_many_with(backend, &refs, &mut out);
+            for (i, input) in inputs.iter().enumerate() {
+                assert_eq!(out[i], reference(input), "{backend:?}, batch of {n}, input {i}");
+            }
+        }
+    }
+}
+
+proptest! {
+    #[test]
+    fn random_inputs_of_mixed_lengths(inputs in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..=MAX_LANE_INPUT + 20), 0..23)) {
+        let refs: Vec<&[u8]> = inputs.iter().map(|v| v.as_slice()).collect();
+        let mut out = vec![[0u8; 32]; refs.len()];
+        keccak256_many(&refs, &mut out);
+        for (i, input) in inputs.iter().enumerate() {
+            prop_assert_eq!(out[i], reference(input));
+        }
+    }
+}
