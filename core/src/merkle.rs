@@ -430,28 +430,52 @@ pub fn verify_chunk(
 
 /// The tree of a run from its coded blocks' bytes (one per position).
 pub fn run_tree<B: AsRef<[u8]> + Sync>(coded_blocks: &[B]) -> Result<MerkleTree, MerkleError> {
-    MerkleTree::new(
-        coded_blocks
-            .par_iter()
-            .enumerate()
-            .map(|(p, b)| run_leaf(p as u64, &block_root(b.as_ref())))
-            .collect(),
-    )
+    MerkleTree::new(run_leaves(&block_roots(coded_blocks)))
 }
 
-/// The U tree from the data blocks and their encrypted checksums.
+/// The run leaves of blocks at positions 0.. with these block roots, hashed in lanes
+/// (on rayon's pool if there are many).
+pub fn run_leaves(block_roots: &[B256]) -> Vec<B256> {
+    leaves_in_lanes(block_roots.len(), |p| {
+        let mut buf = [0u8; 41];
+        buf[0] = TAG_RUN_LEAF;
+        buf[1..9].copy_from_slice(&(p as u64).to_be_bytes());
+        buf[9..].copy_from_slice(block_roots[p].as_slice());
+        buf
+    })
+}
+
+/// Leaves `0..count`, leaf `i` = keccak256(`input(i)`), hashed in lanes, in parts on
+/// rayon's pool when there are many.
+fn leaves_in_lanes<const L: usize>(count: usize, input: impl Fn(usize) -> [u8; L] + Sync) -> Vec<B256> {
+    let part = PAR_MIN_NODES / 4;
+    let hash_part = |start: usize| -> Vec<B256> {
+        let inputs: Vec<[u8; L]> = (start..(start + part).min(count)).map(&input).collect();
+        hash_all(&inputs)
+    };
+    if count >= PAR_MIN_NODES {
+        (0..count.div_ceil(part)).into_par_iter().flat_map_iter(|k| hash_part(k * part)).collect()
+    } else {
+        (0..count.div_ceil(part)).flat_map(|k| hash_part(k * part)).collect()
+    }
+}
+
+/// The U tree of `blocks` with their encrypted checksums σ̃ (ENCODING.md §4).
+///
+/// Errors: lengths differ, or the count is not a power of two.
 pub fn u_tree<B: AsRef<[u8]> + Sync>(blocks: &[B], sealed: &[[u8; 32]]) -> Result<MerkleTree, MerkleError> {
     if blocks.len() != sealed.len() {
         return Err(MerkleError::LeafCount(sealed.len()));
     }
-    MerkleTree::new(
-        blocks
-            .par_iter()
-            .zip(sealed)
-            .enumerate()
-            .map(|(i, (b, s))| u_leaf(i as u64, &block_root(b.as_ref()), s))
-            .collect(),
-    )
+    let roots = block_roots(blocks);
+    MerkleTree::new(leaves_in_lanes(roots.len(), |i| {
+        let mut buf = [0u8; 73];
+        buf[0] = TAG_U_LEAF;
+        buf[1..9].copy_from_slice(&(i as u64).to_be_bytes());
+        buf[9..41].copy_from_slice(roots[i].as_slice());
+        buf[41..].copy_from_slice(&sealed[i]);
+        buf
+    }))
 }
 
 #[cfg(test)]
@@ -472,6 +496,21 @@ mod tests {
         let same: Vec<Vec<u8>> = (0..21).map(|i| block(4696, i)).collect();
         let want: Vec<_> = same.iter().map(|b| super::block_root_scalar(b)).collect();
         assert_eq!(super::block_roots(&same), want);
+    }
+
+    /// Run and U trees (leaves in lanes) against leaves one at a time.
+    #[test]
+    fn lanes_give_the_scalar_run_and_u_leaves() {
+        for n in [1usize, 2, 4, 8, 64, super::PAR_MIN_NODES * 2] {
+            let blocks: Vec<Vec<u8>> = (0..n).map(|i| vec![(i % 251) as u8; 200]).collect();
+            let sealed: Vec<[u8; 32]> = (0..n).map(|i| [(i % 7) as u8; 32]).collect();
+            let roots: Vec<_> = blocks.iter().map(|b| super::block_root_scalar(b)).collect();
+            let run: Vec<_> = roots.iter().enumerate().map(|(p, r)| super::run_leaf(p as u64, r)).collect();
+            assert_eq!(super::run_leaves(&roots), run, "{n} run leaves");
+            assert_eq!(super::run_tree(&blocks).unwrap().root(), super::MerkleTree::new(run).unwrap().root());
+            let u: Vec<_> = roots.iter().zip(&sealed).enumerate().map(|(i, (r, s))| super::u_leaf(i as u64, r, s)).collect();
+            assert_eq!(super::u_tree(&blocks, &sealed).unwrap().root(), super::MerkleTree::new(u).unwrap().root(), "{n} U leaves");
+        }
     }
 
     /// A wide layer (hashed in lanes on rayon's pool) against one node at a time.

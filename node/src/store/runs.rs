@@ -135,7 +135,7 @@ fn write_run_files_paced(dir: &Path, run: RunId, format: &BlockFormat, blocks: &
     let bytes = dpor_core::block::elements_to_bytes(blocks);
     let coded: Vec<&[u8]> = bytes.chunks_exact(format.coded_block_bytes()).collect();
     // The chunk trees of the blocks, on every core (rayon, in dpor-core).
-    let leaves: Vec<B256> = merkle::block_roots(&coded).iter().enumerate().map(|(p, r)| merkle::run_leaf(p as u64, r)).collect();
+    let leaves: Vec<B256> = merkle::run_leaves(&merkle::block_roots(&coded));
     drop(coded);
     let mut tree = Vec::with_capacity(tree_bytes(size as u64) as usize);
     let mut layer = leaves;
