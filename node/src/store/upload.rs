@@ -155,6 +155,11 @@ impl Store {
             runs::remove_run(&st.dir, C0);
             return Err(e);
         }
+        // U was written and read back in large pieces: drop its pages so later 4 KiB
+        // writes do not land in large folios (`u.rs`).
+        if let Ok(u) = st.u() {
+            u.drop_cached_blocks();
+        }
         drop(g);
         let mut g = wlock(&entry.state);
         if let Some(st) = g.as_mut() {
