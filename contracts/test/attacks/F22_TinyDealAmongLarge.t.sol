@@ -54,9 +54,9 @@ contract F22_TinyDealAmongLarge is CommitFixture {
         (uint256[] memory ids, Digest[] memory ds, uint256 tiny) = _setUpDeals();
         uint64 g = _g(ids[0], 0);
         _enterEpoch(ids[0], 0);
-        // a seed that draws the tiny deal (index `tiny` of the provider's list)
+        // a seed that draws the tiny deal (its one block of the provider's 385)
         vm.assertEq(market.providerDeals(provider)[tiny], ids[tiny]);
-        _setDraw(g, provider, true, LARGE + 1, tiny);
+        _setDrawDeal(g, provider, ids[tiny]);
         bytes32[] memory l = _lossyLeaves(ids, ds, g, tiny);
         uint256 sid = _commit(g, l);
         vm.assertEq(market.getChallenge(sid).dealId, ids[tiny], "drawn");
