@@ -378,7 +378,8 @@ contract GasTest is MarketFixture {
     }
 
     /// commitEpoch costs the same whatever the number D of the provider's deals: no loop
-    /// over deals, the list is read (two slots) only when the draw hits.
+    /// over deals; the deal list and its Fenwick tree are read only when the draw hits
+    /// (test_gas_commitEpoch_drawByDeals).
     function test_gas_commitEpoch_flatInDeals() public {
         _commitGas(1, false, false, "commitEpoch (D=0, first commitment: fresh bitmap word)");
         uint256[4] memory ds = [uint256(1), 10, 100, 1000];

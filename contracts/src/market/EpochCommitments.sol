@@ -29,9 +29,9 @@ abstract contract EpochCommitments is MarketBase {
     /// @dev Only a registered provider ({NotRegistered}) for itself; only inside g's
     ///      window [start_g, start_g + epochSeconds) ({EpochNotStarted}, {EpochClosed});
     ///      once per (provider, g) ({CommitmentExists}); seed(g) available
-    ///      ({SeedUnavailable}). Gas does not depend on the number of deals but when
-    ///      the draw hits (1 in 16): then a Fenwick descent of ⌊log2 D⌋ + 1 reads. Emits {EpochCommitted} (and {ChallengeOpened}
-    ///      for a safety draw).
+    ///      ({SeedUnavailable}). Gas does not depend on the number D of deals except
+    ///      when the draw hits (1 in 16): then a Fenwick descent of ⌊log2 D⌋ + 1 reads.
+    ///      Emits {EpochCommitted} (and {ChallengeOpened} for a safety draw).
     /// @param g The global epoch (the current one).
     /// @param root The tree's root.
     /// @param leafCount Leaves before padding (informative, emitted, not checked).
