@@ -311,7 +311,7 @@ contract CommitmentsTest is CommitFixture {
         (uint256[] memory ids, Digest[] memory ds) = _deals(3, 4, 4);
         uint64 g = _g(ids[0], 0);
         _enterEpoch(ids[0], 0);
-        _setDraw(g, provider, true, 3, 2);
+        _setDrawDeal(g, provider, ids[2]);
         bytes32[] memory l = _leaves(ids, ds, g);
         uint256 sid = _commit(g, l);
         vm.assertEq(sid, 1);
@@ -328,7 +328,7 @@ contract CommitmentsTest is CommitFixture {
         (uint256[] memory ids, Digest[] memory ds) = _deals(1, 4, 4);
         uint64 g = _g(ids[0], 0);
         _enterEpoch(ids[0], 0);
-        _setDraw(g, provider, true, 1, 0);
+        _setDrawDeal(g, provider, ids[0]);
         uint256 sid = _commit(g, _leaves(ids, ds, g));
         vm.assertTrue(sid != 0);
         vm.warp(block.timestamp + ANSWER + 1);
@@ -337,25 +337,27 @@ contract CommitmentsTest is CommitFixture {
         vm.assertEq(market.owed(address(0)), 0);
     }
 
-    /// A deal accepted during g is not in n (the length at g's start): it cannot move the draw.
-    function test_safetyDraw_lengthAtEpochStart() public {
+    /// A deal accepted during g is not in W (the total blocks at g's start): it cannot
+    /// move the draw.
+    function test_safetyDraw_weightAtEpochStart() public {
         (uint256[] memory ids, Digest[] memory ds) = _deals(1, 4, 4);
         uint64 g = _g(ids[0], 0);
         _enterEpoch(ids[0], 0);
-        _setDraw(g, provider, true, 2, 1); // with n = 2 it would pick index 1
+        _setDraw(g, provider, true, 8, 4, 8); // with W = 8 it would draw x in [4, 8): the fresh deal
         uint256 fresh = _openAccepted(4, BETA, 1, 4);
         vm.assertEq(market.providerDeals(provider).length, 2);
+        vm.assertEq(market.safetyDrawWeight(provider, g), 4, "W = the 4 blocks at g's start");
+        vm.assertEq(market.safetyDrawTarget(provider, 5), fresh);
         uint256 sid = _commit(g, _leaves(ids, ds, g));
         vm.assertTrue(sid != 0);
-        vm.assertEq(market.getChallenge(sid).dealId, ids[0], "n = 1: index 0");
-        fresh;
+        vm.assertEq(market.getChallenge(sid).dealId, ids[0], "W = 4: x < 4 is the first deal");
     }
 
     function test_safetyDraw_missesWhenNotDrawn() public {
         (uint256[] memory ids, Digest[] memory ds) = _deals(2, 4, 4);
         uint64 g = _g(ids[0], 0);
         _enterEpoch(ids[0], 0);
-        _setDraw(g, provider, false, 0, 0);
+        _setDraw(g, provider, false, 0, 0, 0);
         vm.assertEq(_commit(g, _leaves(ids, ds, g)), 0);
         vm.assertEq(market.challengeCount(), 0);
     }

@@ -378,7 +378,8 @@ contract GasTest is MarketFixture {
     }
 
     /// commitEpoch costs the same whatever the number D of the provider's deals: no loop
-    /// over deals, the list is read (two slots) only when the draw hits.
+    /// over deals; the deal list and its Fenwick tree are read only when the draw hits
+    /// (test_gas_commitEpoch_drawByDeals).
     function test_gas_commitEpoch_flatInDeals() public {
         _commitGas(1, false, false, "commitEpoch (D=0, first commitment: fresh bitmap word)");
         uint256[4] memory ds = [uint256(1), 10, 100, 1000];
@@ -403,6 +404,75 @@ contract GasTest is MarketFixture {
         vm.assertLt(got[0], 100_000);
         vm.assertLt(seeded, got[0]);
         vm.assertLt(drawn, 250_000);
+    }
+
+    /// commitEpoch whose safety draw opens a challenge, at D = 1, 10, 100, 1000 deals: the
+    /// draw weighted by size descends the provider's Fenwick tree, ⌊log2 D⌋ + 1 node reads
+    /// (docs/COMMITMENTS.md §5), so it grows with log D only. After a first commitment
+    /// with a draw, so that each measured one writes warm-started words as in steady state.
+    function test_gas_commitEpoch_drawByDeals() public {
+        this.moreDeals(1);
+        // the provider's first commitment and the market's first challenge (fresh words)
+        _commitGas(1, true, false, "commitEpoch (D=1, first commitment, first challenge)");
+        uint256[4] memory ds = [uint256(1), 10, 100, 1000];
+        uint256 have = 1;
+        uint256[4] memory got;
+        for (uint256 i; i < 4; ++i) {
+            this.moreDeals(ds[i] - have);
+            have = ds[i];
+            uint256 before = market.challengeCount();
+            got[i] = _commitGas(
+                uint64(2 + i),
+                true,
+                false,
+                string.concat("commitEpoch (D=", vm.toString(have), ", safety draw opens a challenge)")
+            );
+            vm.assertEq(market.challengeCount(), before + 1);
+        }
+        vm.assertLt(got[3], 250_000);
+        vm.assertTrue(got[3] < got[0] + 30_000, "O(log D)");
+    }
+
+    /// @dev Opens and accepts one deal of `n` blocks with no digest; returns it and the
+    ///      measured acceptDeal execution gas.
+    function acceptOne(uint64 n) external returns (uint256 id, uint256 exec) {
+        vm.prank(owner);
+        id = market.openDeal(provider, n, 64, 1, 1, 1000, PRICE, COLLATERAL);
+        _cool();
+        vm.prank(provider);
+        uint256 gl = gasleft();
+        market.acceptDeal(id);
+        exec = gl - gasleft();
+    }
+
+    /// The Fenwick tree's updates (docs/COMMITMENTS.md §5) at D ≈ 1000: acceptDeal's
+    /// append (1023 → 1024: 10 child nodes read, the longest; the mean over 24
+    /// appends), a release from position 1 (exitBeforeUpload of a 2-block deal, the last
+    /// deal of 1 block moving there: ⌊log2 D⌋ nodes written, the longest path, and the
+    /// last node cleared) and a resize of position 1.
+    function test_gas_dealListTree() public {
+        (uint256 first,) = this.acceptOne(2); // position 1, no digest (exitable), 2 blocks
+        this.moreDeals(999);
+        uint256 sum;
+        uint256 max;
+        uint256 last;
+        for (uint256 i; i < 24; ++i) {
+            (uint256 id, uint256 exec) = this.acceptOne(1); // positions 1001..1024
+            sum += exec;
+            if (exec > max) max = exec;
+            last = id;
+        }
+        emit log_named_uint("acceptDeal at D = 1000..1023: mean execution gas", sum / 24);
+        emit log_named_uint("acceptDeal at D = 1023 (position 1024, 10 child nodes read): execution gas", max);
+        vm.warp(block.timestamp + UPLOAD);
+        bytes memory data = abi.encodeCall(market.exitBeforeUpload, (first));
+        _cool();
+        vm.prank(owner);
+        uint256 gl = gasleft();
+        market.exitBeforeUpload(first);
+        _report("exitBeforeUpload (release of position 1 of 1024: 10 nodes + the last cleared)", gl - gasleft(), data);
+        vm.assertEq(market.getDeal(last).listIndex, 0, "the last deal moved to position 1");
+        _resizeOne(last, 1, 2, "resizeDeal (position 1 of 1023: 10 tree nodes written)");
     }
 
     /// challengeEntry, answerChallenge (N = 2^20, β = 4096, K = 1; the deal's leaf among

@@ -3,6 +3,7 @@ pragma solidity ^0.8.24;
 
 import {Math} from "@openzeppelin/contracts/utils/math/Math.sol";
 import {MarketBase} from "./MarketBase.sol";
+import {DporFenwick} from "../lib/DporFenwick.sol";
 
 /// @title DealManager
 /// @notice Deal life cycle: open (escrow), cancel, accept (collateral, the provider's
@@ -122,13 +123,17 @@ abstract contract DealManager is MarketBase {
         if (d.state != DealState.Open) revert WrongDealState();
         Provider storage p = _providers[msg.sender];
         if (p.stake < minStake) revert StakeTooLow();
-        if (uint256(p.usedBlocks) + d.numBlocks > p.capacityBlocks) revert CapacityExceeded();
-        p.usedBlocks += d.numBlocks;
-        p.activeDeals += 1;
+        uint64 n = d.numBlocks;
+        uint64 used = p.usedBlocks;
+        if (uint256(used) + n > p.capacityBlocks) revert CapacityExceeded();
         ProviderBook storage b = _books[msg.sender];
-        _noteListChange(b);
-        d.listIndex = uint32(b.deals.length);
+        _noteListChange(b, used);
+        p.usedBlocks = used + n;
+        p.activeDeals += 1;
+        uint256 len = b.deals.length;
+        d.listIndex = uint32(len);
         b.deals.push(dealId);
+        DporFenwick.push(b.tree, len + 1, n);
         d.state = DealState.Active;
         d.acceptedAt = uint64(block.timestamp);
         d.startEpoch = uint64((block.timestamp - genesis) / epochSeconds + 1);

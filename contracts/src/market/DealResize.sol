@@ -7,6 +7,7 @@ import {Digest} from "../lib/DporTypes.sol";
 import {DporDigest} from "../lib/DporDigest.sol";
 import {DporResize} from "../lib/DporResize.sol";
 import {DporSampling} from "../lib/DporSampling.sol";
+import {DporFenwick} from "../lib/DporFenwick.sol";
 
 /// @title DealResize
 /// @notice Growing or shrinking a deal's N (paper App. A.3; docs/CONTRACTS.md §4.1): the
@@ -100,12 +101,20 @@ abstract contract DealResize is DigestRegistry {
     }
 
     /// @dev Moves the provider's used capacity from `oldN` to `n` blocks; a grow must fit
-    ///      its capacity ({CapacityExceeded}), a shrink always passes.
+    ///      its capacity ({CapacityExceeded}), a shrink always passes. Moves the deal's
+    ///      weight in the provider's Fenwick tree too (the safety draw, docs/COMMITMENTS.md
+    ///      §5), the total at the start of the current global epoch recorded first.
     function _resizeCapacity(Deal storage deal, uint64 oldN, uint64 n) private {
         Provider storage p = _providers[deal.provider];
-        uint256 used = uint256(p.usedBlocks) - oldN + n; // usedBlocks includes this deal's oldN
+        uint64 before = p.usedBlocks;
+        uint256 used = uint256(before) - oldN + n; // usedBlocks includes this deal's oldN
         if (n > oldN && used > p.capacityBlocks) revert CapacityExceeded();
         p.usedBlocks = uint64(used);
+        ProviderBook storage b = _books[deal.provider];
+        _noteListChange(b, before);
+        unchecked {
+            DporFenwick.add(b.tree, uint256(deal.listIndex) + 1, uint64(n - oldN), b.deals.length);
+        }
     }
 
     /// @dev Sets the deal's price, escrow, collateral and slash per fault, emits

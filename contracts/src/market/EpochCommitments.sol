@@ -5,6 +5,7 @@ import {MarketBase} from "./MarketBase.sol";
 import {Digest, BlockProof} from "../lib/DporTypes.sol";
 import {DporCommitment} from "../lib/DporCommitment.sol";
 import {DporMerkle} from "../lib/DporMerkle.sol";
+import {DporFenwick} from "../lib/DporFenwick.sol";
 
 /// @title EpochCommitments
 /// @notice One commitment per provider per global epoch over its responses for all its
@@ -16,7 +17,8 @@ import {DporMerkle} from "../lib/DporMerkle.sol";
 ///      function starts with {_onlyHome}.
 abstract contract EpochCommitments is MarketBase {
     /// @notice A provider's commitment draws one of its deals for an on-chain proof with
-    ///         probability 1/SAFETY_PERIOD per global epoch (docs/COMMITMENTS.md §5).
+    ///         probability 1/SAFETY_PERIOD per global epoch, each deal with probability
+    ///         its numBlocks / the provider's total blocks (docs/COMMITMENTS.md §5).
     uint256 public constant SAFETY_PERIOD = 16;
 
     /// @notice Commits the caller's responses of global epoch `g` for all its deals: the
@@ -27,9 +29,9 @@ abstract contract EpochCommitments is MarketBase {
     /// @dev Only a registered provider ({NotRegistered}) for itself; only inside g's
     ///      window [start_g, start_g + epochSeconds) ({EpochNotStarted}, {EpochClosed});
     ///      once per (provider, g) ({CommitmentExists}); seed(g) available
-    ///      ({SeedUnavailable}). Gas does not depend on the number of deals (one list
-    ///      read only when the draw hits). Emits {EpochCommitted} (and {ChallengeOpened}
-    ///      for a safety draw).
+    ///      ({SeedUnavailable}). Gas does not depend on the number D of deals except
+    ///      when the draw hits (1 in 16): then a Fenwick descent of ⌊log2 D⌋ + 1 reads.
+    ///      Emits {EpochCommitted} (and {ChallengeOpened} for a safety draw).
     /// @param g The global epoch (the current one).
     /// @param root The tree's root.
     /// @param leafCount Leaves before padding (informative, emitted, not checked).
@@ -56,9 +58,35 @@ abstract contract EpochCommitments is MarketBase {
         root = _books[provider].roots[g];
     }
 
-    /// @notice The provider's Active deals in list order (the safety draw indexes it).
+    /// @notice The provider's Active deals in list order (the order of the safety draw's
+    ///         cumulative weights, {safetyDrawTarget}).
     function providerDeals(address provider) external view returns (uint256[] memory) {
         return _books[provider].deals;
+    }
+
+    /// @notice The deal the safety draw picks at weight offset `x` (docs/COMMITMENTS.md §5):
+    ///         the one at the list position p of {providerDeals} with
+    ///         Σ_{i<p} numBlocks_i ≤ x < Σ_{i≤p} numBlocks_i over the current list; 0 when
+    ///         x ≥ the provider's current total (blocks), which the draw treats as no draw.
+    /// @param provider The provider.
+    /// @param x A weight offset, blocks (the draw's (r >> 128) % W).
+    /// @return dealId The deal at x, or 0.
+    function safetyDrawTarget(address provider, uint256 x) external view returns (uint256 dealId) {
+        ProviderBook storage b = _books[provider];
+        if (x >= _providers[provider].usedBlocks) return 0;
+        return b.deals[DporFenwick.find(b.tree, b.deals.length, x)];
+    }
+
+    /// @notice W, in blocks, of `provider`'s safety draw for global epoch `g` if it ran
+    ///         now, g being the current epoch: the total numBlocks of its Active deals at
+    ///         the start of g. For a past g, the total at the start of the last epoch with
+    ///         a change if that was g, else the current total.
+    /// @param provider The provider.
+    /// @param g The global epoch (the current one).
+    /// @return weight Blocks.
+    function safetyDrawWeight(address provider, uint64 g) external view returns (uint256 weight) {
+        ProviderBook storage b = _books[provider];
+        return b.changedEpoch == g ? b.weightAtChange : _providers[provider].usedBlocks;
     }
 
     /// @notice Challenges deal epoch `epoch`'s entry in its provider's commitment,
@@ -291,19 +319,22 @@ abstract contract EpochCommitments is MarketBase {
 
     /// @dev The safety draw of docs/COMMITMENTS.md §5 for the caller's commitment of g:
     ///      r = keccak256(abi.encode(seed(g), provider, "dpor.safety")); if r % 16 == 0,
-    ///      the deal at index (r >> 128) % n, n = the list's length at the start of g, is
+    ///      x = (r >> 128) % W, W = the provider's total blocks at the start of g, and the
+    ///      deal whose interval of the cumulative numBlocks of the list contains x (a deal
+    ///      is drawn with probability numBlocks / W; Fenwick descent, O(log D) reads) is
     ///      challenged by the market (challenger 0, bond 0) when it has an unsettled epoch
     ///      at g with a digest in force. Returns the challenge id, 0 if none.
     function _safetyDraw(ProviderBook storage b, bytes32 seed, uint64 g) internal returns (uint256) {
         uint256 r = uint256(keccak256(abi.encode(seed, msg.sender, "dpor.safety")));
         if (r % SAFETY_PERIOD != 0) return 0;
-        uint256 n = b.changedEpoch == g ? b.lenAtChange : b.deals.length;
-        if (n == 0) return 0;
-        uint256 i = (r >> 128) % n;
-        if (i >= b.deals.length) return 0; // deals released during g shortened the list
-        uint256 dealId = b.deals[i];
+        uint256 total = _providers[msg.sender].usedBlocks;
+        uint256 w = b.changedEpoch == g ? b.weightAtChange : total;
+        if (w == 0) return 0;
+        uint256 x = (r >> 128) % w;
+        if (x >= total) return 0; // deals released or shrunk during g lowered the total
+        uint256 dealId = b.deals[DporFenwick.find(b.tree, b.deals.length, x)];
         Deal storage d = _deals[dealId];
-        if (d.startEpoch > g) return 0; // accepted during g (moved below n by a release)
+        if (d.startEpoch > g) return 0; // accepted during g (moved into the draw by a release)
         uint256 e = g - d.startEpoch;
         if (e >= d.numEpochs || e < _firstFaultable(d)) return 0;
         if (_epochStatus(dealId, e) != EpochStatus.None) return 0;

@@ -617,8 +617,12 @@ interface IDporMarketFull is IDporMarket {
     function commitEpoch(uint64 g, bytes32 root, uint32 leafCount) external;
     /// @notice The root a provider committed for global epoch g, and whether it committed.
     function getCommitment(address provider, uint64 g) external view returns (bytes32 root, bool committed);
-    /// @notice The provider's Active deals, in the order the safety draw indexes.
+    /// @notice The provider's Active deals, in the order of the safety draw's cumulative weights.
     function providerDeals(address provider) external view returns (uint256[] memory);
+    /// @notice The deal at weight offset x (blocks) of the provider's list, 0 if x ≥ its total blocks.
+    function safetyDrawTarget(address provider, uint256 x) external view returns (uint256 dealId);
+    /// @notice W (blocks) of the provider's safety draw of the current global epoch g: its total blocks at g's start.
+    function safetyDrawWeight(address provider, uint64 g) external view returns (uint256 weight);
     /// @notice Challenges a committed deal epoch's entry; bond pulled.
     function challengeEntry(uint256 dealId, uint64 epoch) external returns (uint256 challengeId);
     /// @notice Answers a challenge with the epoch's whole-block proofs and the entry's leaf path.

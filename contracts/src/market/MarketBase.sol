@@ -10,6 +10,7 @@ import {IRandomnessBeacon} from "./IRandomnessBeacon.sol";
 import {DporVerifier} from "./DporVerifier.sol";
 import {Digest, StoredDigest, MarketParams} from "../lib/DporTypes.sol";
 import {DporDigest} from "../lib/DporDigest.sol";
+import {DporFenwick} from "../lib/DporFenwick.sol";
 
 /// @title MarketBase
 /// @notice Storage, parameters, the epoch grid, seeds, settlement and the pull-payment
@@ -86,14 +87,19 @@ abstract contract MarketBase is IDporMarket, ReentrancyGuard, EIP712 {
     struct ProviderBook {
         /// The provider's Active deals (appended by acceptDeal, swap-and-pop on release).
         uint256[] deals;
-        /// Global epoch of the last change to `deals` (0 before any).
+        /// Global epoch of the last change to `deals` or to one of their numBlocks (0 before any).
         uint64 changedEpoch;
-        /// `deals.length` at the start of `changedEpoch` (the safety draw's n, §5).
-        uint32 lenAtChange;
+        /// The total weight Σ numBlocks of `deals` at the start of `changedEpoch`, blocks
+        /// (the safety draw's W, §5). The current total is the provider's `usedBlocks`,
+        /// which acceptDeal, _release and resizeDeal keep equal to Σ numBlocks of `deals`.
+        uint64 weightAtChange;
         /// Committed root per global epoch (bytes32(0) for an empty commitment).
         mapping(uint64 => bytes32) roots;
         /// Committed-epochs bitmap: bit g & 255 of word g >> 8.
         mapping(uint256 => uint256) committed;
+        /// Fenwick tree over the positions of `deals` (position i + 1 = deals[i]), weights
+        /// = numBlocks, four 64-bit nodes per word ({DporFenwick}; the safety draw's descent).
+        mapping(uint256 => uint256) tree;
     }
 
     mapping(address => ProviderBook) internal _books;
@@ -205,29 +211,41 @@ abstract contract MarketBase is IDporMarket, ReentrancyGuard, EIP712 {
     }
 
     /// @dev Frees the provider's capacity reserved by an accepted deal and removes it
-    ///      from the provider's deal list (swap-and-pop, docs/COMMITMENTS.md §5).
+    ///      from the provider's deal list (swap-and-pop, docs/COMMITMENTS.md §5): the last
+    ///      deal moves to its position, in the list and in the Fenwick tree.
     function _release(Deal storage d) internal {
         address who = d.provider;
+        uint64 n = d.numBlocks;
         Provider storage p = _providers[who];
-        p.usedBlocks -= d.numBlocks;
-        p.activeDeals -= 1;
         ProviderBook storage b = _books[who];
-        _noteListChange(b);
+        uint64 used = p.usedBlocks;
+        _noteListChange(b, used);
+        p.usedBlocks = used - n;
+        p.activeDeals -= 1;
         uint256[] storage list = b.deals;
         uint256 i = d.listIndex;
-        uint256 last = list[list.length - 1];
+        uint256 len = list.length;
+        uint256 last = list[len - 1];
+        Deal storage l = _deals[last];
+        unchecked {
+            // position i + 1 takes the last deal's weight (a zero delta when i is the last)
+            DporFenwick.add(b.tree, i + 1, uint64(l.numBlocks - n), len - 1);
+        }
+        DporFenwick.pop(b.tree, len);
         list[i] = last;
-        _deals[last].listIndex = uint32(i);
+        l.listIndex = uint32(i);
         list.pop();
     }
 
-    /// @dev Before a change to a provider's deal list: remembers its length at the start
-    ///      of the current global epoch (the first change in an epoch records it).
-    function _noteListChange(ProviderBook storage b) internal {
+    /// @dev Before a change to a provider's deal list or to a listed deal's numBlocks,
+    ///      `used` being the provider's usedBlocks before it: the first change in a global
+    ///      epoch records the total weight at the epoch's start (the safety draw's W,
+    ///      docs/COMMITMENTS.md §5).
+    function _noteListChange(ProviderBook storage b, uint64 used) internal {
         uint64 g = uint64((block.timestamp - genesis) / epochSeconds);
         if (b.changedEpoch != g) {
             b.changedEpoch = g;
-            b.lenAtChange = uint32(b.deals.length);
+            b.weightAtChange = used;
         }
     }
 

@@ -9,9 +9,14 @@ import {Digest} from "../../src/lib/DporTypes.sol";
 ///         deal's data (worth little space) and commits a wrong entry for it every epoch,
 ///         betting nobody looks. The tiny deal's owner (or any watcher) that fetches its
 ///         response finds it missing and challenges: caught at once. Without any
-///         watcher, the safety draw picks each deal with probability 1/(16·D) per epoch
-///         (D deals): over E epochs the loss escapes with (1 − 1/(16·D))^E
-///         (docs/CONTRACTS.md §8); when it is drawn the market challenges it itself.
+///         watcher, the safety draw (weighted by size, docs/COMMITMENTS.md §5) picks a
+///         deal of n blocks with probability n/(16·W) per epoch (W the provider's blocks
+///         at the epoch's start): here 1/(16·385), so over E epochs the loss escapes
+///         with (1 − 1/6160)^E (docs/CONTRACTS.md §5): the draw bounds the fraction of
+///         the provider's data that can be lost unnoticed, not the number of deals; a
+///         tiny deal is protected by its watcher. When it is drawn the market
+///         challenges it itself. (The opposite case, one big deal dropped among many
+///         small ones, is F27.)
 contract F22_TinyDealAmongLarge is CommitFixture {
     uint256 internal constant LARGE = 6;
 
@@ -54,9 +59,9 @@ contract F22_TinyDealAmongLarge is CommitFixture {
         (uint256[] memory ids, Digest[] memory ds, uint256 tiny) = _setUpDeals();
         uint64 g = _g(ids[0], 0);
         _enterEpoch(ids[0], 0);
-        // a seed that draws the tiny deal (index `tiny` of the provider's list)
+        // a seed that draws the tiny deal (its one block of the provider's 385)
         vm.assertEq(market.providerDeals(provider)[tiny], ids[tiny]);
-        _setDraw(g, provider, true, LARGE + 1, tiny);
+        _setDrawDeal(g, provider, ids[tiny]);
         bytes32[] memory l = _lossyLeaves(ids, ds, g, tiny);
         uint256 sid = _commit(g, l);
         vm.assertEq(market.getChallenge(sid).dealId, ids[tiny], "drawn");
@@ -67,8 +72,18 @@ contract F22_TinyDealAmongLarge is CommitFixture {
         vm.assertEq(market.owed(owner) - ownerBefore, _slash(ids[tiny]) + PRICE, "whole slash + refund to the owner");
     }
 
-    /// The draw's bound: the market draws a deal in a fraction 1/16 of epochs, uniformly
-    /// among the D deals at the epoch's start. Over 64 consecutive seeds this checks the
+    /// The tiny deal's share of the draw is its one block of W = 385: x = 384 only.
+    function test_tinyDealShareIsItsBlocks() public {
+        (uint256[] memory ids,, uint256 tiny) = _setUpDeals();
+        vm.assertEq(market.safetyDrawWeight(provider, _g(ids[0], 0)), 385);
+        vm.assertEq(market.safetyDrawTarget(provider, 383), ids[LARGE - 1]);
+        vm.assertEq(market.safetyDrawTarget(provider, 384), ids[tiny]);
+        vm.assertEq(market.safetyDrawTarget(provider, 385), 0);
+        for (uint256 i; i < LARGE; ++i) vm.assertEq(market.safetyDrawTarget(provider, 64 * i + 17), ids[i]);
+    }
+
+    /// The draw's rate: the market draws a deal in a fraction 1/16 of epochs (which deal:
+    /// weighted by its blocks among the W blocks at the epoch's start). Over 64 consecutive seeds this checks the
     /// rate is not zero (the lossy provider is drawn) with deterministic beacon rounds.
     function test_drawRateIsAboutOneInSixteen() public view {
         uint256 hits;

@@ -16,7 +16,7 @@ contract F23_SafetyDrawUnanswered is CommitFixture {
         (uint256[] memory ids, Digest[] memory ds) = _deals(3, 4, 4);
         uint64 g = _g(ids[0], 0);
         _enterEpoch(ids[0], 0);
-        _setDraw(g, provider, true, 3, 1);
+        _setDrawDeal(g, provider, ids[1]);
         bytes32[] memory l = new bytes32[](3);
         for (uint256 i; i < 3; ++i) l[i] = keccak256(abi.encode("nothing", i));
         uint256 sid = _commit(g, l);

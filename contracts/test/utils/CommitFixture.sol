@@ -27,22 +27,42 @@ abstract contract CommitFixture is MarketFixture {
     }
 
     /// @dev Sets the beacon's salt so that `who`'s safety draw at g hits (`hit`) or misses,
-    ///      and, for a hit among n deals, picks index `index`. Only before seed(g) is stored.
-    function _setDraw(uint64 g, address who, bool hit, uint256 n, uint256 index) internal {
+    ///      and, for a hit with a total weight w > 0 (blocks), draws the weight offset
+    ///      x = (r >> 128) % w in [lo, hi). Only before seed(g) is stored.
+    function _setDraw(uint64 g, address who, bool hit, uint256 w, uint256 lo, uint256 hi) internal {
         vm.assertEq(market.globalSeeds(g), bytes32(0), "seed already stored");
         for (uint256 s = 1; s < 100_000; ++s) {
             beacon.setSalt(bytes32(s));
             uint256 r = _drawR(_beaconSeed(g), who);
             bool h = r % 16 == 0;
             if (h != hit) continue;
-            if (hit && n > 0 && (r >> 128) % n != index) continue;
+            if (hit && w > 0) {
+                uint256 x = (r >> 128) % w;
+                if (x < lo || x >= hi) continue;
+            }
             return;
         }
         revert("no salt");
     }
 
+    /// @dev Sets the beacon's salt so that `who`'s safety draw at g, committed now (during
+    ///      g, with no change to its deals before), draws deal `dealId`: the market's W
+    ///      ({safetyDrawWeight}) and Fenwick descent ({safetyDrawTarget}).
+    function _setDrawDeal(uint64 g, address who, uint256 dealId) internal {
+        vm.assertEq(market.globalSeeds(g), bytes32(0), "seed already stored");
+        uint256 w = market.safetyDrawWeight(who, g);
+        vm.assertTrue(w > 0, "no weight");
+        for (uint256 s = 1; s < 200_000; ++s) {
+            beacon.setSalt(bytes32(s));
+            uint256 r = _drawR(_beaconSeed(g), who);
+            if (r % 16 != 0) continue;
+            if (market.safetyDrawTarget(who, (r >> 128) % w) == dealId) return;
+        }
+        revert("no salt");
+    }
+
     function _noDraw(uint64 g) internal {
-        _setDraw(g, provider, false, 0, 0);
+        _setDraw(g, provider, false, 0, 0, 0);
     }
 
     /// @dev The K coded blocks of a proof list.
