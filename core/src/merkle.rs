@@ -16,6 +16,8 @@
 
 use alloy_primitives::{keccak256, B256};
 use rayon::prelude::*;
+use std::collections::BTreeMap;
+use std::sync::{Mutex, OnceLock};
 use thiserror::Error;
 
 /// Bytes of one chunk of a block (ENCODING.md §2): a chunk leaf's input (129 bytes)
@@ -247,6 +249,27 @@ fn hash_all<const L: usize>(inputs: &[[u8; L]]) -> Vec<B256> {
     out.into_iter().map(B256::from).collect()
 }
 
+/// Chunk trees hashed by this process so far, by block length in bytes (what
+/// [`block_roots`], [`block_root`], [`run_tree`] and [`u_tree`] hashed): the counters
+/// the end-to-end bench reads before and after its batched writes to print the coded
+/// and data blocks hashed per write (issue 23). One lock per group of up to
+/// [`LANE_GROUP`] blocks.
+pub fn chunk_tree_counts() -> BTreeMap<usize, u64> {
+    chunk_tree_counter().lock().map(|m| m.clone()).unwrap_or_else(|e| e.into_inner().clone())
+}
+
+fn chunk_tree_counter() -> &'static Mutex<BTreeMap<usize, u64>> {
+    static COUNTS: OnceLock<Mutex<BTreeMap<usize, u64>>> = OnceLock::new();
+    COUNTS.get_or_init(Default::default)
+}
+
+fn count_chunk_trees(lens: impl Iterator<Item = usize>) {
+    let mut m = chunk_tree_counter().lock().unwrap_or_else(|e| e.into_inner());
+    for len in lens {
+        *m.entry(len).or_insert(0) += 1;
+    }
+}
+
 /// Blocks whose chunk trees are hashed together, layer by layer, so that every
 /// layer fills the SIMD lanes ([`block_roots`]).
 pub const LANE_GROUP: usize = 8;
@@ -266,6 +289,7 @@ pub fn block_roots<B: AsRef<[u8]> + Sync>(blocks: &[B]) -> Vec<B256> {
 /// hashed layer by layer together: each layer's hashes of all blocks go to the lanes
 /// at once. Nodes whose subtree is all padding come from [`zero_root`]'s table.
 pub fn block_roots_together<B: AsRef<[u8]>>(blocks: &[B]) -> Vec<B256> {
+    count_chunk_trees(blocks.iter().map(|b| b.as_ref().len()));
     let mut leaf_inputs = Vec::new();
     let mut counts = Vec::with_capacity(blocks.len());
     for b in blocks {
