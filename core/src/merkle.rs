@@ -188,6 +188,35 @@ impl MerkleTree {
         Ok(out)
     }
 
+    /// Replaces several leaves and updates the nodes above them, each changed node
+    /// hashed once (shared ancestors too), layer by layer in SIMD lanes: what a batch
+    /// of writes does to the U tree. The same tree as [`MerkleTree::set_leaf`] on each
+    /// `(index, leaf)` in order (a later entry for an index wins).
+    ///
+    /// Errors: an index out of range (the tree is then unchanged).
+    pub fn set_leaves(&mut self, leaves: &[(u64, B256)]) -> Result<(), MerkleError> {
+        if let Some((index, _)) = leaves.iter().find(|(i, _)| *i >= self.len()) {
+            return Err(MerkleError::Index { index: *index, leaves: self.len() });
+        }
+        let mut changed: Vec<usize> = Vec::with_capacity(leaves.len());
+        for (index, leaf) in leaves {
+            self.layers[0][*index as usize] = *leaf;
+            changed.push(*index as usize);
+        }
+        for h in 1..self.layers.len() {
+            let mut parents: Vec<usize> = changed.iter().map(|i| i >> 1).collect();
+            parents.sort_unstable();
+            parents.dedup();
+            let below = &self.layers[h - 1];
+            let inputs: Vec<[u8; 65]> = parents.iter().map(|p| node_input(&below[2 * p], &below[2 * p + 1])).collect();
+            for (p, hash) in parents.iter().zip(hash_all(&inputs)) {
+                self.layers[h][*p] = hash;
+            }
+            changed = parents;
+        }
+        Ok(())
+    }
+
     /// Replaces leaf `index` and updates the nodes above it (O(depth)).
     pub fn set_leaf(&mut self, index: u64, leaf: B256) -> Result<(), MerkleError> {
         if index >= self.len() {
@@ -520,6 +549,28 @@ mod tests {
         let same: Vec<Vec<u8>> = (0..21).map(|i| block(4696, i)).collect();
         let want: Vec<_> = same.iter().map(|b| super::block_root_scalar(b)).collect();
         assert_eq!(super::block_roots(&same), want);
+    }
+
+    /// Several leaves set at once (lanes, shared ancestors once) against one at a time.
+    #[test]
+    fn set_leaves_equals_set_leaf_in_order() {
+        let leaves: Vec<super::B256> = (0..64u64).map(|i| super::B256::from(alloy_primitives::U256::from(i + 1))).collect();
+        let mut one = super::MerkleTree::new(leaves.clone()).unwrap();
+        let mut many = one.clone();
+        let updates: Vec<(u64, super::B256)> =
+            [5u64, 6, 63, 0, 5, 31, 32, 7].iter().enumerate().map(|(k, i)| (*i, super::B256::repeat_byte(k as u8 + 9))).collect();
+        for (i, l) in &updates {
+            one.set_leaf(*i, *l).unwrap();
+        }
+        many.set_leaves(&updates).unwrap();
+        assert_eq!(many, one);
+        assert_eq!(many.root(), super::MerkleTree::new(many.layers[0].clone()).unwrap().root());
+        let before = many.clone();
+        assert!(many.set_leaves(&[(3, super::B256::ZERO), (64, super::B256::ZERO)]).is_err());
+        assert_eq!(many, before, "an index out of range changes nothing");
+        let mut single = super::MerkleTree::new(vec![super::B256::ZERO]).unwrap();
+        single.set_leaves(&[(0, super::B256::repeat_byte(1))]).unwrap();
+        assert_eq!(single.root(), super::B256::repeat_byte(1));
     }
 
     /// Run and U trees (leaves in lanes) against leaves one at a time.

@@ -163,9 +163,9 @@ impl Store {
         let finals: Vec<&[u8]> = overlay.values().map(|(b, _)| b.as_slice()).collect();
         let u_roots = merkle::block_roots(&finals);
         drop(finals);
-        for ((index, (_, sealed)), root) in overlay.iter().zip(&u_roots) {
-            tree.set_leaf(*index, merkle::u_leaf(*index, root, sealed))?;
-        }
+        let new_leaves: Vec<(u64, alloy_primitives::B256)> =
+            overlay.iter().zip(&u_roots).map(|((index, (_, sealed)), root)| (*index, merkle::u_leaf(*index, root, sealed))).collect();
+        tree.set_leaves(&new_leaves)?;
 
         // The runs to write: C (if rebuilt) and the batch's live levels.
         let to_write: Vec<(RunId, Vec<Fp>)> = new_c.into_iter().chain(mem_levels.into_values()).collect();
