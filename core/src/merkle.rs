@@ -369,6 +369,33 @@ pub fn root_from_path(leaf: B256, index: u64, path: &[B256]) -> B256 {
     acc
 }
 
+/// `node(l, r)` of each pair, in order, hashed in SIMD lanes.
+pub fn nodes_of_pairs(pairs: &[(B256, B256)]) -> Vec<B256> {
+    let inputs: Vec<[u8; 65]> = pairs.iter().map(|(l, r)| node_input(l, r)).collect();
+    hash_all(&inputs)
+}
+
+/// The roots many paths lead to ([`root_from_path`] of each `(leaf, index, path)`),
+/// their hashes taken layer by layer in SIMD lanes. Paths may have different lengths.
+pub fn roots_from_paths(items: &[(B256, u64, &[B256])]) -> Vec<B256> {
+    let mut acc: Vec<B256> = items.iter().map(|(leaf, _, _)| *leaf).collect();
+    let depth = items.iter().map(|(_, _, p)| p.len()).max().unwrap_or(0);
+    for h in 0..depth {
+        let live: Vec<usize> = (0..items.len()).filter(|k| items[*k].2.len() > h).collect();
+        let inputs: Vec<[u8; 65]> = live
+            .iter()
+            .map(|&k| {
+                let (_, index, path) = items[k];
+                if (index >> h) & 1 == 1 { node_input(&path[h], &acc[k]) } else { node_input(&acc[k], &path[h]) }
+            })
+            .collect();
+        for (k, hash) in live.into_iter().zip(hash_all(&inputs)) {
+            acc[k] = hash;
+        }
+    }
+    acc
+}
+
 /// Checks that `leaf` sits at `index` of a tree of depth `depth` with root `root`.
 ///
 /// Errors: index out of range, a path of the wrong length, or a mismatch.
@@ -549,6 +576,24 @@ mod tests {
         let same: Vec<Vec<u8>> = (0..21).map(|i| block(4696, i)).collect();
         let want: Vec<_> = same.iter().map(|b| super::block_root_scalar(b)).collect();
         assert_eq!(super::block_roots(&same), want);
+    }
+
+    /// Many paths' roots in lanes against one path at a time.
+    #[test]
+    fn roots_from_paths_equal_root_from_path() {
+        let leaves: Vec<super::B256> = (0..32u64).map(|i| super::B256::from(alloy_primitives::U256::from(i * 3 + 1))).collect();
+        let t = super::MerkleTree::new(leaves.clone()).unwrap();
+        let paths: Vec<Vec<super::B256>> = (0..32u64).map(|i| t.path(i).unwrap()).collect();
+        let mut items: Vec<(super::B256, u64, &[super::B256])> =
+            (0..32usize).map(|i| (leaves[i], i as u64, paths[i].as_slice())).collect();
+        items.push((leaves[3], 3, &paths[3][..2])); // a shorter path
+        items.push((super::B256::ZERO, 7, paths[7].as_slice())); // a wrong leaf
+        let got = super::roots_from_paths(&items);
+        for (k, (leaf, index, path)) in items.iter().enumerate() {
+            assert_eq!(got[k], super::root_from_path(*leaf, *index, path), "item {k}");
+        }
+        assert!(got[..32].iter().all(|r| *r == t.root()));
+        assert_ne!(got[33], t.root());
     }
 
     /// Several leaves set at once (lanes, shared ancestors once) against one at a time.

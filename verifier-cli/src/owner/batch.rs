@@ -332,8 +332,16 @@ pub(crate) async fn finish_write_batch(
 /// (≤ |old|·depth), against |old|·depth for verifying the paths.
 pub fn new_root_from_paths(old_root: &B256, depth: u32, old: &[(u64, B256, Vec<B256>)], new: &[(u64, B256)]) -> anyhow::Result<B256> {
     let mut nodes: HashMap<(u32, u64), B256> = HashMap::with_capacity(old.len() * (depth as usize + 1));
-    for (i, leaf, path) in old {
-        merkle::verify_path(old_root, depth, *i, *leaf, path).with_context(|| format!("the path of leaf {i}"))?;
+    // Every path's root at once (lanes); a path of the wrong shape or root gets
+    // `verify_path`'s own error.
+    let items: Vec<(B256, u64, &[B256])> = old.iter().map(|(i, leaf, path)| (*leaf, *i, path.as_slice())).collect();
+    let roots = merkle::roots_from_paths(&items);
+    for ((i, leaf, path), root) in old.iter().zip(&roots) {
+        if root != old_root || path.len() != depth as usize || depth >= 64 || i >> depth != 0 {
+            merkle::verify_path(old_root, depth, *i, *leaf, path).with_context(|| format!("the path of leaf {i}"))?;
+        }
+    }
+    for (i, _, path) in old {
         for (d, sib) in path.iter().enumerate() {
             nodes.entry((d as u32, (i >> d) ^ 1)).or_insert(*sib);
         }
@@ -350,10 +358,15 @@ pub fn new_root_from_paths(old_root: &B256, depth: u32, old: &[(u64, B256, Vec<B
     }
     for d in 0..depth {
         let parents: BTreeSet<u64> = touched.iter().map(|p| p >> 1).collect();
+        let mut pairs = Vec::with_capacity(parents.len());
         for &p in &parents {
             let l = nodes.get(&(d, 2 * p)).copied().context("a sibling is missing from the paths")?;
             let r = nodes.get(&(d, 2 * p + 1)).copied().context("a sibling is missing from the paths")?;
-            nodes.insert((d + 1, p), merkle::node(&l, &r));
+            pairs.push((l, r));
+        }
+        // The layer's nodes in lanes.
+        for (&p, hash) in parents.iter().zip(merkle::nodes_of_pairs(&pairs)) {
+            nodes.insert((d + 1, p), hash);
         }
         touched = parents;
     }
@@ -568,4 +581,34 @@ fn recompute_level(state: &OwnerState, level: u32) -> anyhow::Result<Option<Vec<
     let run = local.remove(&level).context("the replayed window did not end on its level")?;
     let coded: Vec<Vec<u8>> = run.chunks_exact(width).map(|b| format.coded_to_bytes(b)).collect::<Result<_, _>>()?;
     Ok(Some(coded))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::new_root_from_paths;
+    use alloy_primitives::{B256, U256};
+    use dpor_core::merkle::MerkleTree;
+
+    /// The new root from old paths (checked in lanes) against the tree itself, and a
+    /// wrong old leaf or a short path named in the error.
+    #[test]
+    fn new_root_from_paths_matches_the_tree_and_names_a_bad_path() {
+        let leaves: Vec<B256> = (0..64u64).map(|i| B256::from(U256::from(i * 5 + 2))).collect();
+        let mut tree = MerkleTree::new(leaves.clone()).unwrap();
+        let root = tree.root();
+        let touched = [3u64, 4, 40, 63, 3];
+        let old: Vec<(u64, B256, Vec<B256>)> = touched.iter().map(|&i| (i, leaves[i as usize], tree.path(i).unwrap())).collect();
+        let new: Vec<(u64, B256)> = touched.iter().enumerate().map(|(k, &i)| (i, B256::repeat_byte(k as u8 + 1))).collect();
+        let got = new_root_from_paths(&root, 6, &old, &new).unwrap();
+        tree.set_leaves(&new).unwrap();
+        assert_eq!(got, tree.root());
+        let mut bad = old.clone();
+        bad[2].1 = B256::ZERO;
+        let err = new_root_from_paths(&root, 6, &bad, &new).unwrap_err();
+        assert!(format!("{err:#}").contains("the path of leaf 40"), "{err:#}");
+        let mut short = old.clone();
+        short[1].2.pop();
+        let err = new_root_from_paths(&root, 6, &short, &new).unwrap_err();
+        assert!(format!("{err:#}").contains("the path of leaf 4"), "{err:#}");
+    }
 }
