@@ -208,8 +208,8 @@ impl MerkleTree {
             parents.sort_unstable();
             parents.dedup();
             let below = &self.layers[h - 1];
-            let inputs: Vec<[u8; 65]> = parents.iter().map(|p| node_input(&below[2 * p], &below[2 * p + 1])).collect();
-            for (p, hash) in parents.iter().zip(hash_all(&inputs)) {
+            let hashes = hash_nodes(parents.iter().map(|p| (&below[2 * p], &below[2 * p + 1])));
+            for (p, hash) in parents.iter().zip(hashes) {
                 self.layers[h][*p] = hash;
             }
             changed = parents;
@@ -241,10 +241,7 @@ const PAR_MIN_NODES: usize = 1 << 12;
 /// The layer above `layer` (an even number of nodes): `node(l, r)` of each pair, in
 /// order, hashed in lanes (and on rayon's pool if the layer is wide).
 fn parent_layer(layer: &[B256]) -> Vec<B256> {
-    let pairs = |part: &[B256]| -> Vec<B256> {
-        let inputs: Vec<[u8; 65]> = part.chunks_exact(2).map(|p| node_input(&p[0], &p[1])).collect();
-        hash_all(&inputs)
-    };
+    let pairs = |part: &[B256]| hash_nodes(part.chunks_exact(2).map(|p| (&p[0], &p[1])));
     if layer.len() >= PAR_MIN_NODES {
         layer.par_chunks(PAR_MIN_NODES / 4).flat_map_iter(pairs).collect()
     } else {
@@ -371,7 +368,13 @@ pub fn root_from_path(leaf: B256, index: u64, path: &[B256]) -> B256 {
 
 /// `node(l, r)` of each pair, in order, hashed in SIMD lanes.
 pub fn nodes_of_pairs(pairs: &[(B256, B256)]) -> Vec<B256> {
-    let inputs: Vec<[u8; 65]> = pairs.iter().map(|(l, r)| node_input(l, r)).collect();
+    hash_nodes(pairs.iter().map(|(l, r)| (l, r)))
+}
+
+/// [`node`] of each `(left, right)`, in order, hashed in SIMD lanes: what every
+/// layer-at-a-time update here shares.
+fn hash_nodes<'a>(pairs: impl Iterator<Item = (&'a B256, &'a B256)>) -> Vec<B256> {
+    let inputs: Vec<[u8; 65]> = pairs.map(|(l, r)| node_input(l, r)).collect();
     hash_all(&inputs)
 }
 
@@ -382,14 +385,11 @@ pub fn roots_from_paths(items: &[(B256, u64, &[B256])]) -> Vec<B256> {
     let depth = items.iter().map(|(_, _, p)| p.len()).max().unwrap_or(0);
     for h in 0..depth {
         let live: Vec<usize> = (0..items.len()).filter(|k| items[*k].2.len() > h).collect();
-        let inputs: Vec<[u8; 65]> = live
-            .iter()
-            .map(|&k| {
-                let (_, index, path) = items[k];
-                if (index >> h) & 1 == 1 { node_input(&path[h], &acc[k]) } else { node_input(&acc[k], &path[h]) }
-            })
-            .collect();
-        for (k, hash) in live.into_iter().zip(hash_all(&inputs)) {
+        let hashes = hash_nodes(live.iter().map(|&k| {
+            let (_, index, path) = items[k];
+            if (index >> h) & 1 == 1 { (&path[h], &acc[k]) } else { (&acc[k], &path[h]) }
+        }));
+        for (k, hash) in live.into_iter().zip(hashes) {
             acc[k] = hash;
         }
     }
