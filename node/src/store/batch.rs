@@ -81,112 +81,137 @@ impl Store {
         let mut c_pending = meta.c_building();
         let mut snapshot: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
         let count = writes.len() as u64;
-        for (index, block, sealed) in writes {
-            if c_pending && !snapshot.contains_key(&index) && !self.db.contains_key(meta::snapshot_key(deal, index))? {
-                let old = match overlay.get(&index) {
-                    Some((b, _)) => b.clone(),
-                    None => st.u()?.read_blocks(index, 1)?.pop().unwrap_or_default(),
+        // Which writes build a run that survives the batch (written at its end), and
+        // the bytes those runs take: checked before anything is written.
+        let plan = plan_batch(k, meta.write_count, meta.levels.iter().map(|(l, _, _)| *l), writes.len(), |size| self.defers(size));
+        let distinct = writes.iter().map(|(i, _, _)| *i).collect::<std::collections::BTreeSet<u64>>().len() as u64;
+        let run_bytes = plan.written_blocks.iter().map(|size| runs::run_disk_bytes(&st.format, *size)).fold(0u64, u64::saturating_add);
+        self.ensure_space(run_bytes.saturating_add(distinct.saturating_mul(beta as u64)))?;
+        // The batch's surviving runs are hashed and written (not yet fsynced) on a
+        // second thread as soon as they are built, while this one goes on with the
+        // next writes (issue 23 #2); their fsyncs are issued together at the end.
+        let (tx, rx) = std::sync::mpsc::channel::<(RunId, Vec<Fp>)>();
+        let (dir, format) = (&st.dir, &st.format);
+        let (staged, u_roots) =
+            std::thread::scope(|scope| -> Result<(Vec<(RunId, alloy_primitives::B256)>, Vec<alloy_primitives::B256>)> {
+                let writer = scope.spawn(move || -> Result<runs::RunWriter<'_>> {
+                    let mut w = runs::RunWriter::new(dir, format);
+                    for (run, blocks) in rx {
+                        w.stage(run, &blocks)?;
+                    }
+                    Ok(w)
+                });
+                let looped = (|| -> Result<()> {
+                    for (position, (index, block, sealed)) in writes.into_iter().enumerate() {
+                        if c_pending && !snapshot.contains_key(&index) && !self.db.contains_key(meta::snapshot_key(deal, index))? {
+                            let old = match overlay.get(&index) {
+                                Some((b, _)) => b.clone(),
+                                None => st.u()?.read_blocks(index, 1)?.pop().unwrap_or_default(),
+                            };
+                            snapshot.insert(index, old);
+                        }
+                        let built_at = rebuilds.saturating_mul(n).saturating_add(t).saturating_add(1);
+                        match write_step(t, k) {
+                            WriteStep::Level(l) => {
+                                let run = RunId { tag: RunTag::level(l), built_at };
+                                let from_disk = (0..l).all(|j| disk_levels.contains_key(&j));
+                                if from_disk && self.defers(2u64 << l) {
+                                    let consumed: Vec<RunId> = (0..l).filter_map(|j| disk_levels.remove(&j).map(|(id, _)| id)).collect();
+                                    let inputs = BuildInputs::Level { t, index, block: block.clone(), consumed };
+                                    deferred_levels.insert(l, Build { run, inputs });
+                                } else {
+                                    let record = st.format.record(index, &block)?;
+                                    let mut consumed = Vec::with_capacity(l as usize);
+                                    for want in 0..l {
+                                        if let Some((_, v)) = mem_levels.remove(&want) {
+                                            consumed.push(v);
+                                        } else if let Some(job) = deferred_levels.remove(&want) {
+                                            consumed.push(level_now(st, &job)?);
+                                        } else if let Some((id, _)) = disk_levels.remove(&want) {
+                                            consumed.push(runs::read_elements(&st.dir, id, &st.format, 2u64 << want)?);
+                                        } else {
+                                            return Err(StoreError::Corrupt(format!("deal {deal}: level {want} missing for t = {t}")));
+                                        }
+                                    }
+                                    let refs: Vec<&[Fp]> = consumed.iter().map(|v| v.as_slice()).collect();
+                                    let mut blocks = code::h_add(t, k, &record, &refs, width)?;
+                                    self.apply_commit_fault(run, &mut blocks, width);
+                                    if plan.staged_early.get(position).copied().unwrap_or(false) {
+                                        // No later write of this batch consumes it: hashed and
+                                        // written now, on the writer thread (a failed send means
+                                        // the writer stopped on an error, which its join reports).
+                                        let _ = tx.send((run, blocks));
+                                    } else {
+                                        mem_levels.insert(l, (run, blocks));
+                                    }
+                                }
+                                t += 1;
+                            }
+                            WriteStep::CRebuild => {
+                                let run = RunId { tag: RunTag::C, built_at };
+                                if self.defers(2 * n) {
+                                    // U as of this write: its files, overlaid with this batch's
+                                    // writes so far and this one.
+                                    overlay.insert(index, (block.clone(), sealed));
+                                    snapshot = overlay.iter().map(|(i, (b, _))| (*i, b.clone())).collect();
+                                    deferred_c = Some(run);
+                                    new_c = None;
+                                    c_pending = true;
+                                } else {
+                                    let mut u = read_u_chunked(st, n)?;
+                                    for (i, (b, _)) in &overlay {
+                                        if let Some(slot) = u.get_mut(*i as usize) {
+                                            slot.clone_from(b);
+                                        }
+                                    }
+                                    if let Some(slot) = u.get_mut(index as usize) {
+                                        slot.clone_from(&block);
+                                    }
+                                    let records = u_records(&st.format, &u)?;
+                                    drop(u);
+                                    let mut blocks = code::c_rebuild(&records, k, width)?;
+                                    drop(records);
+                                    self.apply_commit_fault(run, &mut blocks, width);
+                                    new_c = Some((run, blocks));
+                                    deferred_c = None;
+                                    c_pending = false;
+                                    snapshot.clear();
+                                }
+                                mem_levels.clear();
+                                disk_levels.clear();
+                                deferred_levels.clear();
+                                t = 0;
+                                rebuilds += 1;
+                            }
+                        }
+                        overlay.insert(index, (block, sealed));
+                    }
+                    Ok(())
+                })();
+                if looped.is_ok() {
+                    // C (if rebuilt inside the batch) and any run the plan did not stage early.
+                    for job in new_c.take().into_iter().chain(std::mem::take(&mut mem_levels).into_values()) {
+                        let _ = tx.send(job);
+                    }
+                }
+                drop(tx);
+                // U's new leaves, while the writer finishes: only each index's last value
+                // counts; their block roots are hashed once, on every core, and reused for
+                // U's `u.roots` file below.
+                let u_roots = if looped.is_ok() {
+                    let finals: Vec<&[u8]> = overlay.values().map(|(b, _)| b.as_slice()).collect();
+                    merkle::block_roots(&finals)
+                } else {
+                    Vec::new()
                 };
-                snapshot.insert(index, old);
-            }
-            let built_at = rebuilds.saturating_mul(n).saturating_add(t).saturating_add(1);
-            match write_step(t, k) {
-                WriteStep::Level(l) => {
-                    let run = RunId { tag: RunTag::level(l), built_at };
-                    let from_disk = (0..l).all(|j| disk_levels.contains_key(&j));
-                    if from_disk && self.defers(2u64 << l) {
-                        let consumed: Vec<RunId> = (0..l).filter_map(|j| disk_levels.remove(&j).map(|(id, _)| id)).collect();
-                        let inputs = BuildInputs::Level { t, index, block: block.clone(), consumed };
-                        deferred_levels.insert(l, Build { run, inputs });
-                    } else {
-                        let record = st.format.record(index, &block)?;
-                        let mut consumed = Vec::with_capacity(l as usize);
-                        for want in 0..l {
-                            if let Some((_, v)) = mem_levels.remove(&want) {
-                                consumed.push(v);
-                            } else if let Some(job) = deferred_levels.remove(&want) {
-                                consumed.push(level_now(st, &job)?);
-                            } else if let Some((id, _)) = disk_levels.remove(&want) {
-                                consumed.push(runs::read_elements(&st.dir, id, &st.format, 2u64 << want)?);
-                            } else {
-                                return Err(StoreError::Corrupt(format!("deal {deal}: level {want} missing for t = {t}")));
-                            }
-                        }
-                        let refs: Vec<&[Fp]> = consumed.iter().map(|v| v.as_slice()).collect();
-                        let mut blocks = code::h_add(t, k, &record, &refs, width)?;
-                        self.apply_commit_fault(run, &mut blocks, width);
-                        mem_levels.insert(l, (run, blocks));
-                    }
-                    t += 1;
-                }
-                WriteStep::CRebuild => {
-                    let run = RunId { tag: RunTag::C, built_at };
-                    if self.defers(2 * n) {
-                        // U as of this write: its files, overlaid with this batch's
-                        // writes so far and this one.
-                        overlay.insert(index, (block.clone(), sealed));
-                        snapshot = overlay.iter().map(|(i, (b, _))| (*i, b.clone())).collect();
-                        deferred_c = Some(run);
-                        new_c = None;
-                        c_pending = true;
-                    } else {
-                        let mut u = read_u_chunked(st, n)?;
-                        for (i, (b, _)) in &overlay {
-                            if let Some(slot) = u.get_mut(*i as usize) {
-                                slot.clone_from(b);
-                            }
-                        }
-                        if let Some(slot) = u.get_mut(index as usize) {
-                            slot.clone_from(&block);
-                        }
-                        let records = u_records(&st.format, &u)?;
-                        drop(u);
-                        let mut blocks = code::c_rebuild(&records, k, width)?;
-                        drop(records);
-                        self.apply_commit_fault(run, &mut blocks, width);
-                        new_c = Some((run, blocks));
-                        deferred_c = None;
-                        c_pending = false;
-                        snapshot.clear();
-                    }
-                    mem_levels.clear();
-                    disk_levels.clear();
-                    deferred_levels.clear();
-                    t = 0;
-                    rebuilds += 1;
-                }
-            }
-            overlay.insert(index, (block, sealed));
-        }
-        // U's new leaves: only each index's last value counts; their block roots are
-        // hashed once, on every core, and reused for U's `u.roots` file below.
-        let finals: Vec<&[u8]> = overlay.values().map(|(b, _)| b.as_slice()).collect();
-        let u_roots = merkle::block_roots(&finals);
-        drop(finals);
+                let writer = writer.join().map_err(|_| StoreError::Corrupt("the batch's run writer panicked".into()));
+                looped?;
+                Ok((writer??.finish()?, u_roots))
+            })?;
         let new_leaves: Vec<(u64, alloy_primitives::B256)> =
             overlay.iter().zip(&u_roots).map(|((index, (_, sealed)), root)| (*index, merkle::u_leaf(*index, root, sealed))).collect();
         tree.set_leaves(&new_leaves)?;
-
-        // The runs to write: C (if rebuilt) and the batch's live levels.
-        let to_write: Vec<(RunId, Vec<Fp>)> = new_c.into_iter().chain(mem_levels.into_values()).collect();
-        let run_bytes: u64 = to_write
-            .iter()
-            .map(|(_, b)| runs::run_disk_bytes(&st.format, (b.len() / width.max(1)) as u64))
-            .fold(0u64, u64::saturating_add);
-        self.ensure_space(run_bytes.saturating_add(overlay.len() as u64 * beta as u64))?;
-        let mut written: Vec<(RunId, alloy_primitives::B256)> = Vec::with_capacity(to_write.len());
-        for (run, blocks) in &to_write {
-            match runs::write_run_files(&st.dir, *run, &st.format, blocks) {
-                Ok(root) => written.push((*run, root)),
-                Err(e) => {
-                    for (r, _) in &written {
-                        runs::remove_run(&st.dir, *r);
-                    }
-                    return Err(e);
-                }
-            }
-        }
-        drop(to_write);
+        let mut written = staged;
         if let Err(e) = runs::sync_dir(&st.dir) {
             for (r, _) in &written {
                 runs::remove_run(&st.dir, *r);
@@ -251,6 +276,60 @@ impl Store {
     }
 }
 
+/// What a batch of writes will leave on disk, computed before it runs (the same steps
+/// as the batch's loop, without the coding).
+#[derive(Debug, Default, PartialEq, Eq)]
+struct BatchPlan {
+    /// For each write of the batch: whether the level it builds inside the batch
+    /// survives it (no later write of the batch consumes it), so that it can be
+    /// written as soon as it is built.
+    staged_early: Vec<bool>,
+    /// Sizes, in coded blocks, of the runs the batch writes (its surviving levels built
+    /// inside it and C if it rebuilds C inside it; deferred builds are not written by it).
+    written_blocks: Vec<u64>,
+}
+
+/// The [`BatchPlan`] of `count` writes on a file of N = 2^`k` blocks whose write
+/// counter is `t` and whose levels `on_disk` hold runs; `defers(size)` says whether a
+/// run of `size` blocks built from levels all on disk is deferred ([`Store::defers`]).
+fn plan_batch(k: u32, mut t: u64, on_disk: impl IntoIterator<Item = u32>, count: usize, defers: impl Fn(u64) -> bool) -> BatchPlan {
+    let n = 1u64 << k;
+    let mut on_disk: std::collections::BTreeSet<u32> = on_disk.into_iter().collect();
+    // Levels built by this batch and still live: level -> (position, built inside the batch).
+    let mut live: BTreeMap<u32, (usize, bool)> = BTreeMap::new();
+    let mut c_inside = false;
+    for position in 0..count {
+        match write_step(t, k) {
+            WriteStep::Level(l) => {
+                let from_disk = (0..l).all(|j| on_disk.contains(&j));
+                for j in 0..l {
+                    on_disk.remove(&j);
+                    live.remove(&j);
+                }
+                live.insert(l, (position, !(from_disk && defers(2u64 << l))));
+                t += 1;
+            }
+            WriteStep::CRebuild => {
+                c_inside = !defers(2 * n);
+                on_disk.clear();
+                live.clear();
+                t = 0;
+            }
+        }
+    }
+    let mut plan = BatchPlan { staged_early: vec![false; count], written_blocks: Vec::new() };
+    if c_inside {
+        plan.written_blocks.push(2 * n);
+    }
+    for (l, (position, inside)) in live {
+        if inside {
+            plan.staged_early[position] = true;
+            plan.written_blocks.push(2u64 << l);
+        }
+    }
+    plan
+}
+
 /// Whether a batch of `count` writes on `meta` consumes a level whose build is
 /// deferred, or crosses a C-rebuild while one is deferred: those builds come first.
 fn needs_settle(meta: &DealMeta, count: u64) -> bool {
@@ -290,4 +369,55 @@ fn level_now(st: &DealState, job: &Build) -> Result<Vec<Fp>> {
     }
     let refs: Vec<&[Fp]> = levels.iter().map(|v| v.as_slice()).collect();
     Ok(code::h_add(*t, st.meta.log_blocks(), &record, &refs, st.format.width())?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Without deferral and without crossing a C-rebuild, the runs a batch leaves are
+    /// the set bits ℓ of the final counter t_end whose last build, the write at time
+    /// (t_end with bits 0..ℓ cleared) − 1, falls inside the batch (an independent
+    /// count: no simulation of the steps).
+    #[test]
+    fn the_plan_writes_exactly_the_levels_the_batch_leaves() {
+        let k = 10u32;
+        for t0 in 0..300u64 {
+            for count in [1usize, 2, 3, 7, 64, 100, 255, 511] {
+                let t_end = t0 + count as u64;
+                if t_end >= 1 << k {
+                    continue;
+                }
+                let on_disk: Vec<u32> = (0..k).filter(|l| (t0 >> l) & 1 == 1).collect();
+                let plan = plan_batch(k, t0, on_disk, count, |_| false);
+                let mut expected: Vec<u64> = Vec::new();
+                let mut positions = vec![false; count];
+                for l in 0..k {
+                    let last = (t_end >> l << l).wrapping_sub(1);
+                    if (t_end >> l) & 1 == 1 && last >= t0 {
+                        expected.push(2u64 << l);
+                        positions[(last - t0) as usize] = true;
+                    }
+                }
+                assert_eq!(plan.written_blocks, expected, "t0 = {t0}, count = {count}");
+                assert_eq!(plan.staged_early, positions, "t0 = {t0}, count = {count}");
+            }
+        }
+    }
+
+    /// A level built only from levels on disk, of a deferred size, is not written by
+    /// the batch; C rebuilt inside the batch is, unless deferred.
+    #[test]
+    fn deferred_runs_and_c_rebuilds_are_planned_as_the_loop_runs_them() {
+        // t = 3 (levels 0 and 1 on disk): the write builds level 2 (8 blocks) from them.
+        let plan = plan_batch(4, 3, [0, 1], 1, |size| size >= 8);
+        assert_eq!(plan, BatchPlan { staged_early: vec![false], written_blocks: vec![] });
+        let plan = plan_batch(4, 3, [0, 1], 1, |_| false);
+        assert_eq!(plan, BatchPlan { staged_early: vec![true], written_blocks: vec![8] });
+        // N = 16, t = 15: the first write rebuilds C (32 blocks), the second builds level 0.
+        let plan = plan_batch(4, 15, [0, 1, 2, 3], 2, |_| false);
+        assert_eq!(plan, BatchPlan { staged_early: vec![false, true], written_blocks: vec![32, 2] });
+        let plan = plan_batch(4, 15, [0, 1, 2, 3], 2, |size| size >= 32);
+        assert_eq!(plan, BatchPlan { staged_early: vec![false, true], written_blocks: vec![2] });
+    }
 }

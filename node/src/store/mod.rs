@@ -80,6 +80,7 @@ mod deferred;
 mod digests;
 mod error;
 mod fault;
+mod fsync;
 mod gc;
 mod handles;
 mod meta;

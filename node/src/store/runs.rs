@@ -118,20 +118,34 @@ pub(crate) fn write_run_paced(dir: &Path, run: RunId, format: &BlockFormat, bloc
     Ok(root)
 }
 
-/// [`write_run`] without the directory's fsync: the caller fsyncs the directory once
-/// for several runs (a batch). On error nothing of the run is left.
-pub(crate) fn write_run_files(dir: &Path, run: RunId, format: &BlockFormat, blocks: &[Fp]) -> Result<B256> {
-    write_run_files_paced(dir, run, format, blocks, Pace::AtOnce)
+fn write_run_files_paced(dir: &Path, run: RunId, format: &BlockFormat, blocks: &[Fp], pace: Pace) -> Result<B256> {
+    let prepared = prepare(run, format, blocks)?;
+    let bp = blocks_path(dir, run);
+    let tp = tree_path(dir, run);
+    let res = write_durable(&bp, &prepared.bytes, pace).and_then(|_| write_durable(&tp, &prepared.tree, pace));
+    if let Err(e) = res {
+        remove_run(dir, run);
+        return Err(e);
+    }
+    Ok(prepared.root)
 }
 
-fn write_run_files_paced(dir: &Path, run: RunId, format: &BlockFormat, blocks: &[Fp], pace: Pace) -> Result<B256> {
+/// A run's two files' contents and its root, before they are written.
+struct Prepared {
+    /// Coded block p at p·8s (its elements little-endian, as `BlockFormat::coded_to_bytes`).
+    bytes: Vec<u8>,
+    /// Every layer of the run tree, leaves first, root last.
+    tree: Vec<u8>,
+    root: B256,
+}
+
+fn prepare(run: RunId, format: &BlockFormat, blocks: &[Fp]) -> Result<Prepared> {
     let width = format.width();
-    let size = blocks.len() / width;
+    let size = blocks.len() / width.max(1);
     if size == 0 || !size.is_power_of_two() || !blocks.len().is_multiple_of(width) {
         return Err(StoreError::Corrupt(format!("run {run} has {} elements", blocks.len())));
     }
-    // The file's bytes: coded block p at p·8s (its elements little-endian, as
-    // `BlockFormat::coded_to_bytes`), converted once into one buffer.
+    // The file's bytes, converted once into one buffer.
     let bytes = dpor_core::block::elements_to_bytes(blocks);
     let coded: Vec<&[u8]> = bytes.chunks_exact(format.coded_block_bytes()).collect();
     // The chunk trees of the blocks, on every core (rayon, in dpor-core).
@@ -149,14 +163,108 @@ fn write_run_files_paced(dir: &Path, run: RunId, format: &BlockFormat, blocks: &
         layer = layer.chunks_exact(2).map(|p| merkle::node(&p[0], &p[1])).collect();
     }
     let root = layer.first().copied().unwrap_or(B256::ZERO);
-    let bp = blocks_path(dir, run);
-    let tp = tree_path(dir, run);
-    let res = write_durable(&bp, &bytes, pace).and_then(|_| write_durable(&tp, &tree, pace));
-    if let Err(e) = res {
-        remove_run(dir, run);
-        return Err(e);
+    Ok(Prepared { bytes, tree, root })
+}
+
+/// Writes several runs' files (a batch's) as they become known, with every file's
+/// fsync issued together at the end ([`super::fsync`]): [`RunWriter::stage`] hashes a
+/// run and writes its two files under `.tmp` names (no fsync; a batch stages its
+/// runs from a second thread while it goes on computing the next ones);
+/// [`RunWriter::finish`] fsyncs them all at once and renames them. The caller fsyncs
+/// the directory. A writer dropped unfinished, or a failure, leaves nothing of any of
+/// its runs.
+pub(crate) struct RunWriter<'a> {
+    dir: &'a Path,
+    format: &'a BlockFormat,
+    staged: Vec<Staged>,
+}
+
+/// A run whose files are written under `.tmp` names, not yet fsynced.
+struct Staged {
+    run: RunId,
+    root: B256,
+    /// (final path, open `.tmp` file, bytes) for the blocks and the tree files.
+    files: Vec<(PathBuf, File, u64)>,
+}
+
+fn tmp_of(path: &Path) -> PathBuf {
+    let mut t = path.as_os_str().to_owned();
+    t.push(TMP_SUFFIX);
+    PathBuf::from(t)
+}
+
+impl<'a> RunWriter<'a> {
+    /// A writer of runs into `dir`, coded blocks of `format`.
+    pub(crate) fn new(dir: &'a Path, format: &'a BlockFormat) -> Self {
+        RunWriter { dir, format, staged: Vec::new() }
     }
-    Ok(root)
+
+    /// Hashes run `run` (coded blocks `blocks`, flat, a power-of-two count of the
+    /// format's width) and writes its files under `.tmp` names, without fsync.
+    /// Errors: [`StoreError::Corrupt`] for a bad shape, [`StoreError::Io`].
+    pub(crate) fn stage(&mut self, run: RunId, blocks: &[Fp]) -> Result<()> {
+        let prepared = prepare(run, self.format, blocks)?;
+        let mut files = Vec::with_capacity(2);
+        for (path, data) in [(blocks_path(self.dir, run), &prepared.bytes), (tree_path(self.dir, run), &prepared.tree)] {
+            let tmp = tmp_of(&path);
+            let written = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp).and_then(|mut f| {
+                f.write_all(data)?;
+                Ok(f)
+            });
+            match written {
+                Ok(f) => files.push((path, f, data.len() as u64)),
+                Err(e) => {
+                    let _ = fs::remove_file(&tmp);
+                    for (p, _, _) in &files {
+                        let _ = fs::remove_file(tmp_of(p));
+                    }
+                    return Err(StoreError::io("write", &path, data.len() as u64, e));
+                }
+            }
+        }
+        self.staged.push(Staged { run, root: prepared.root, files });
+        Ok(())
+    }
+
+    /// fsyncs every staged file together, then renames them into place. Returns each
+    /// staged run with its root, in staging order. On error nothing is left.
+    pub(crate) fn finish(mut self) -> Result<Vec<(RunId, B256)>> {
+        let staged = std::mem::take(&mut self.staged);
+        let refs: Vec<&File> = staged.iter().flat_map(|s| s.files.iter().map(|(_, f, _)| f)).collect();
+        let results = super::fsync::sync_together(&refs, true);
+        drop(refs);
+        let all: Vec<(&PathBuf, u64)> = staged.iter().flat_map(|s| s.files.iter().map(|(p, _, n)| (p, *n))).collect();
+        let cleanup = |all: &[(&PathBuf, u64)]| {
+            for (p, _) in all {
+                let _ = fs::remove_file(tmp_of(p));
+                let _ = fs::remove_file(p);
+            }
+        };
+        for ((path, len), r) in all.iter().zip(results) {
+            if let Err(e) = r {
+                cleanup(&all);
+                return Err(StoreError::io("fsync", path, *len, e));
+            }
+        }
+        for (path, len) in &all {
+            if let Err(e) = fs::rename(tmp_of(path), path) {
+                cleanup(&all);
+                return Err(StoreError::io("rename", path, *len, e));
+            }
+        }
+        Ok(staged.iter().map(|s| (s.run, s.root)).collect())
+    }
+}
+
+impl Drop for RunWriter<'_> {
+    /// An unfinished writer removes its `.tmp` files.
+    fn drop(&mut self) {
+        for s in &self.staged {
+            for (p, _, _) in &s.files {
+                let _ = fs::remove_file(tmp_of(p));
+            }
+        }
+    }
 }
 
 /// Removes a run's files (best effort; missing files are fine).
@@ -216,8 +324,7 @@ pub(crate) fn read_elements(dir: &Path, run: RunId, format: &BlockFormat, size: 
     let path = blocks_path(dir, run);
     let f = open(&path)?;
     let bytes = read_at(&f, &path, 0, (size as usize).saturating_mul(format.coded_block_bytes()))?;
-    dpor_core::block::elements_from_bytes(&bytes)
-        .map_err(|e| StoreError::Corrupt(format!("run file {}: {e}", path.display())))
+    dpor_core::block::elements_from_bytes(&bytes).map_err(|e| StoreError::Corrupt(format!("run file {}: {e}", path.display())))
 }
 
 /// The run-tree paths (siblings from the leaf up) of `positions` in a run of `size`.

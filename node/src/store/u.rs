@@ -137,11 +137,7 @@ impl UFiles {
             let mut files = Vec::with_capacity(3);
             for name in NAMES {
                 let path = self.dir.join(name);
-                let f = OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .open(&path)
-                    .map_err(|e| StoreError::io("reopen", &path, 0, e))?;
+                let f = OpenOptions::new().read(true).write(true).open(&path).map_err(|e| StoreError::io("reopen", &path, 0, e))?;
                 files.push(f);
             }
             let handles = Self::handles_from(files)?;
@@ -223,10 +219,7 @@ impl UFiles {
         for (i, (f, off, buf)) in writes.iter().enumerate() {
             f.write_all_at(buf, *off).map_err(|e| StoreError::io("write", &self.path(i), buf.len() as u64, e))?;
         }
-        for (i, (f, _, _)) in writes.iter().enumerate() {
-            f.sync_data().map_err(|e| StoreError::io("fsync", &self.path(i), 0, e))?;
-        }
-        Ok(())
+        self.sync_all_three(&h)
     }
 
     /// Writes scattered blocks `(index, block, σ̃)` with their block roots, then one
@@ -253,8 +246,13 @@ impl UFiles {
                 f.write_all_at(buf, *off).map_err(|e| StoreError::io("write", &self.path(i), buf.len() as u64, e))?;
             }
         }
-        for (i, f) in h.all().iter().enumerate() {
-            f.sync_data().map_err(|e| StoreError::io("fsync", &self.path(i), 0, e))?;
+        self.sync_all_three(&h)
+    }
+
+    /// fsyncs (data) U's three files together ([`super::fsync`]).
+    fn sync_all_three(&self, h: &Handles) -> Result<()> {
+        for (i, r) in super::fsync::sync_together(&h.all(), false).into_iter().enumerate() {
+            r.map_err(|e| StoreError::io("fsync", &self.path(i), 0, e))?;
         }
         Ok(())
     }
@@ -277,7 +275,14 @@ impl UFiles {
     /// σ̃_U of `start..start+count`.
     pub(crate) fn read_sealed(&self, start: u64, count: u64) -> Result<Vec<[u8; 32]>> {
         let buf = self.read(1, start.saturating_mul(32), count.saturating_mul(32))?;
-        Ok(buf.chunks_exact(32).map(|c| { let mut a = [0u8; 32]; a.copy_from_slice(c); a }).collect())
+        Ok(buf
+            .chunks_exact(32)
+            .map(|c| {
+                let mut a = [0u8; 32];
+                a.copy_from_slice(c);
+                a
+            })
+            .collect())
     }
 
     /// Block roots of `start..start+count`.
