@@ -526,6 +526,13 @@ impl NodeHandler {
                 let count = writes.len();
                 let out = self.blocking(move |s| s.write_batch(deal, nonce, writes)).await?;
                 tracing::debug!(deal, count, runs = out.runs.len(), "write batch applied");
+                // Committed: U's files are updated off the answer's path (issue 23 #2).
+                let store = self.store.clone();
+                tokio::task::spawn_blocking(move || {
+                    if let Err(e) = store.apply_pending_updates(deal) {
+                        tracing::warn!(deal, "batch committed, U files not yet updated (the next write retries): {e}");
+                    }
+                });
                 Ok(batch_response(&out))
             }
             OwnerOp::StoreSealed { run, start, sealed } => {

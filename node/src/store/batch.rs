@@ -265,9 +265,10 @@ impl Store {
         self.commit_runs(st, new, sled_batch, written.iter().map(|(r, _)| *r))?;
         // Committed: from here the batch is acknowledged.
         st.u_tree = Some(tree);
-        if let Err(e) = self.finish_pending(st, Some(&u_roots)) {
-            tracing::warn!(deal, "batch committed, U files not yet updated (retried later): {e}");
-        }
+        // U's files are updated after the acknowledgement (issue 23 #2), by
+        // `apply_pending_updates` or the deal's next mutation: reads overlay the
+        // pending update, and a crash re-applies it on open.
+        st.pending_roots = Some((nonce, u_roots));
         self.gc(&st.meta, &st.dir, false);
         if deferred_any {
             self.build_signal.notify();

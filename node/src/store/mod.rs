@@ -214,6 +214,10 @@ pub(crate) struct DealState {
     u_tree: Option<MerkleTree>,
     /// Why the deal is quarantined ([`DealView::damaged`]), `None` if it is not.
     damaged: Option<String>,
+    /// The block roots of `meta.pending`'s blocks, in order, when the batch that left
+    /// them hashed them already, with that batch's nonce (memory only: without it, or
+    /// if the deal's last nonce is another, they are hashed again).
+    pending_roots: Option<(u64, Vec<B256>)>,
 }
 
 /// One deal: a mutation lock and the committed state (`None`: no such deal yet).

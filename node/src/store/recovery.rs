@@ -175,7 +175,7 @@ impl Store {
                 }
             },
         };
-        let mut st = DealState { meta: m, format, dir, u, u_tree: None, damaged: None };
+        let mut st = DealState { meta: m, format, dir, u, u_tree: None, damaged: None, pending_roots: None };
         if st.meta.phase == Phase::Live {
             if st.u.is_some() {
                 let tree = self.finish_pending(&mut st, None).and_then(|()| st.u()?.tree(n));

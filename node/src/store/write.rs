@@ -111,6 +111,8 @@ impl Store {
         if st.meta.pending.is_empty() {
             return Ok(());
         }
+        let saved = st.pending_roots.take().filter(|(nonce, _)| st.meta.last_nonce == Some(*nonce)).map(|(_, r)| r);
+        let roots = roots.or(saved.as_deref());
         let items: Vec<(u64, &[u8], [u8; 32])> = st.meta.pending.iter().map(|p| (p.index, p.block.as_slice(), p.sealed)).collect();
         st.u()?.write_scattered(&items, roots)?;
         let mut cleared = st.meta.clone();
@@ -118,6 +120,18 @@ impl Store {
         self.db.insert(super::meta::deal_key(cleared.params.deal), cleared.encode())?;
         st.meta = cleared;
         Ok(())
+    }
+
+    /// Applies deal `deal`'s pending U update (a batch's: [`Store::write_batch`] leaves
+    /// it for after the acknowledgement), if any: what the next mutation of the deal
+    /// would do first. Reads see the update before it is applied (they overlay it), and
+    /// a crash before it re-applies it on open.
+    ///
+    /// Errors: [`StoreError::UnknownDeal`], [`StoreError::Io`], [`StoreError::Sled`].
+    pub fn apply_pending_updates(&self, deal: u64) -> Result<()> {
+        let entry = self.deal(deal)?;
+        let _op = super::lock(&entry.op);
+        self.apply_pending(&entry)
     }
 }
 
