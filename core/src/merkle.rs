@@ -149,7 +149,12 @@ impl MerkleTree {
         Self { layers }
     }
 
-    /// The root.
+    /// Every layer, leaves first, the root's layer (one node) last.
+    pub fn layers(&self) -> &[Vec<B256>] {
+        &self.layers
+    }
+
+    /// The root (the single node of the last layer).
     pub fn root(&self) -> B256 {
         self.layers.last().and_then(|l| l.first()).copied().unwrap_or(B256::ZERO)
     }
