@@ -50,7 +50,7 @@ pub use convert::{
     SampleProof,
 };
 #[cfg(feature = "devnet")]
-pub use devnet::{foundry_binary, Devnet, DevnetOptions};
+pub use devnet::{foundry_binary, foundry_overlay, Devnet, DevnetOptions, ScriptRun, DEPLOY_ENV};
 #[cfg(feature = "devnet")]
 pub use devnet_state::StateFixture;
 pub use deployment::{Deployment, DeploymentError};
