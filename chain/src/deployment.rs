@@ -74,7 +74,9 @@ pub enum DeploymentError {
     #[error("no DPOR_DEPLOYMENT= line in the deploy output")]
     NotInOutput,
     /// The chain answering at the RPC URL is not the deployment's.
-    #[error("the deployment is on chain id {expected}, but the RPC endpoint serves chain id {actual}: wrong --rpc-url or wrong deployment file")]
+    #[error(
+        "the deployment is on chain id {expected}, but the RPC endpoint serves chain id {actual}: wrong --rpc-url or wrong deployment file"
+    )]
     WrongChain {
         /// The deployment's chain id.
         expected: u64,

@@ -132,9 +132,8 @@ async fn refuses_unknown_keys_and_a_token_without_code() {
 
 #[tokio::test]
 async fn dev_seeds_and_the_default_key_are_refused_on_a_non_local_chain() {
-    let dev = Devnet::start_bare(DevnetOptions { chain_id: Some(11155111), ..Default::default() })
-        .await
-        .expect("anvil (is `npm install` done?)");
+    let dev =
+        Devnet::start_bare(DevnetOptions { chain_id: Some(11155111), ..Default::default() }).await.expect("anvil (is `npm install` done?)");
     let deployer = dev.key(0).address();
 
     // No beacon: refused, naming the chain id, before any transaction.

@@ -53,9 +53,7 @@ pub const LOCAL_MARKET: &str = "0xe7f1725E7734CE288F8367e1Bb143E90bb3F0512";
 /// # Errors
 /// A malformed address, or the conflict.
 pub fn resolve_market(market: Option<&str>, deployment: Option<(&Path, &Deployment)>) -> anyhow::Result<Address> {
-    let given = market
-        .map(|m| m.trim().parse::<Address>().with_context(|| format!("bad market address {m:?}")))
-        .transpose()?;
+    let given = market.map(|m| m.trim().parse::<Address>().with_context(|| format!("bad market address {m:?}"))).transpose()?;
     match (given, deployment) {
         (Some(m), Some((path, d))) if m != d.market => bail!(
             "--market (or DPOR_MARKET) {m} is not the market of the deployment file {} ({}): give one of them",
