@@ -107,9 +107,12 @@ async fn deploys_over_an_existing_token_and_beacon_from_a_config_file() {
     assert_eq!((p.dispute_bond, p.max_failures, p.beacon), (50_000_000_000_000_000_000, 5, beacon));
     assert_eq!(m.min_stake().await.unwrap(), U256::from(2000u64) * U256::from(10u64).pow(U256::from(18u64)));
     assert_eq!(m.manifest_registry(d.manifest.unwrap()).market_address().await.unwrap(), d.market);
-    // A file naming another token does not pass the check.
+    // A file naming another token, or another chain, does not pass the check.
     let wrong = Deployment { token: Some(beacon), ..d.clone() };
     assert!(wrong.check(&m).await.unwrap_err().to_string().contains("token"));
+    let wrong = Deployment { chain_id: 11155111, ..d.clone() };
+    let e = wrong.check(&m).await.unwrap_err().to_string();
+    assert!(e.contains("chain id 11155111") && e.contains("31337"), "{e}");
     dev.adopt(&d);
     assert_eq!(dev.market(), d.market);
 }
