@@ -45,9 +45,6 @@ pub struct Deployment {
     /// The account that deployed the contracts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployer: Option<Address>,
-    /// The market's epoch grid origin (a block timestamp, seconds).
-    #[serde(default)]
-    pub genesis: u64,
 }
 
 /// Why a deployment file cannot be used.
@@ -178,7 +175,6 @@ mod tests {
         assert_eq!(d.market, "0xe7f1725E7734CE288F8367e1Bb143E90bb3F0512".parse::<Address>().unwrap());
         assert_eq!(d.manifest, Some("0x9fE46736679d2D9a65F0992F2272dE9f3c7fa6e0".parse().unwrap()));
         assert!(d.token_deployed && d.dev_seeds);
-        assert_eq!(d.genesis, 1795676108);
         let m = Deployment::parse(r#"{"chain_id": 11155111, "market": "0xe7f1725E7734CE288F8367e1Bb143E90bb3F0512"}"#).unwrap();
         assert_eq!((m.chain_id, m.manifest, m.token), (11155111, None, None));
     }

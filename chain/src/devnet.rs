@@ -46,6 +46,9 @@ pub struct DevnetOptions {
     /// Anvil's chain id (`--chain-id`; default anvil's 31337). Deploy.s.sol refuses dev
     /// seeds and its default key on a chain id that is not a local one.
     pub chain_id: Option<u64>,
+    /// The genesis block's timestamp (`--timestamp`; default now): a chain whose clock
+    /// runs at some other time, e.g. when recorded beacon rounds were emitted.
+    pub genesis_timestamp: Option<u64>,
 }
 
 /// The environment variables Deploy.s.sol reads ([`Devnet::forge_script_deploy`] clears
@@ -127,6 +130,9 @@ impl Devnet {
         }
         if let Some(id) = opts.chain_id {
             cmd.args(["--chain-id", &id.to_string()]);
+        }
+        if let Some(t) = opts.genesis_timestamp {
+            cmd.args(["--timestamp", &t.to_string()]);
         }
         #[cfg(unix)]
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
@@ -327,6 +333,13 @@ impl Devnet {
         let _: serde_json::Value = self.rpc("evm_increaseTime", (U256::from(seconds),)).await?;
         let _: serde_json::Value = self.rpc("evm_mine", ()).await?;
         self.timestamp().await
+    }
+
+    /// The next block (mined by the next transaction, with automine) gets timestamp `ts`
+    /// (`anvil_setNextBlockTimestamp`; `ts` must be later than the latest block's).
+    pub async fn set_next_timestamp(&self, ts: u64) -> Result<(), ChainError> {
+        let _: serde_json::Value = self.rpc("anvil_setNextBlockTimestamp", (U256::from(ts),)).await?;
+        Ok(())
     }
 
     /// Mines one block with timestamp `ts` (`anvil_setNextBlockTimestamp` + `evm_mine`),

@@ -248,8 +248,7 @@ contract Deploy {
             vm.toString(d.manifest),
             "\",\"commitments\":\"",
             vm.toString(d.commitments),
-            "\",\"genesis\":",
-            vm.toString(d.genesis)
+            "\""
         );
         string memory q = string.concat(
             ",\"params\":{\"epoch_seconds\":",
