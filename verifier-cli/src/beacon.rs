@@ -175,8 +175,7 @@ pub async fn run(ctx: &Ctx, cmd: BeaconCommand) -> Result<Output> {
         ),
         (None, Some(url)) => {
             let words = ctx.market.beacon_public_key(beacon).await?;
-            let pk = dpor_beacon::PublicKey::from_words(&words)
-                .map_err(|e| anyhow::anyhow!("the beacon {beacon}'s public key: {e}"))?;
+            let pk = dpor_beacon::PublicKey::from_words(&words).map_err(|e| anyhow::anyhow!("the beacon {beacon}'s public key: {e}"))?;
             Source::Drand { http: DrandHttp::new(&url, &chain_hash, Duration::from_secs(drand_timeout.max(1)))?, pk }
         }
         (None, None) => bail!("give --beacon-key FILE or --drand-url URL"),
@@ -229,7 +228,10 @@ pub async fn run(ctx: &Ctx, cmd: BeaconCommand) -> Result<Output> {
         }
         tokio::time::sleep(Duration::from_secs(interval.max(1))).await;
     }
-    Ok(Output::new(format!("beacon: recorded {recorded} rounds; next global epoch {next}"), json!({"recorded": recorded, "next_epoch": next})))
+    Ok(Output::new(
+        format!("beacon: recorded {recorded} rounds; next global epoch {next}"),
+        json!({"recorded": recorded, "next_epoch": next}),
+    ))
 }
 
 #[cfg(test)]
