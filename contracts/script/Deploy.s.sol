@@ -44,7 +44,7 @@ interface VmScript {
 ///         that market, then the market's commitments extension, installed last. With
 ///         the default key on a fresh anvil and no `token`, the deployer's nonces 0, 1,
 ///         2, 3 are the token, market, manifest and extension (the fixed local addresses
-///         the CLI and node default to, docs/CONTRACTS.md §11); with a `token` given every
+///         the CLI and node default to, docs/CONTRACTS.md §9); with a `token` given every
 ///         address moves down one nonce, and on any other chain it depends on the
 ///         deployer's history: read the addresses from the output, never predict them.
 ///
