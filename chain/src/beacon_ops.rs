@@ -19,6 +19,7 @@ alloy::sol!(
         function roundAt(uint256 timestamp) external view returns (uint64);
         function roundTime(uint64 round) external view returns (uint256);
         function recordedAt(uint64 round) external view returns (uint64);
+        function publicKey() external view returns (uint256[4] memory);
         function record(uint64 round, bytes calldata sig) external returns (bytes32 value);
         error RoundZero();
         error RoundNotYetEmitted(uint64 round, uint256 emissionTime);
@@ -39,6 +40,12 @@ impl Market {
     /// (`roundAt`, the first round emitted at or after it).
     pub async fn beacon_round_at(&self, beacon: Address, timestamp: u64) -> Result<u64, ChainError> {
         self.beacon_at(beacon).roundAt(U256::from(timestamp)).call().await.map_err(|e| contract_err("roundAt", e))
+    }
+
+    /// The beacon's group public key as its four constructor words (`publicKey()`), to
+    /// verify a round's signature before paying gas to record it.
+    pub async fn beacon_public_key(&self, beacon: Address) -> Result<[U256; 4], ChainError> {
+        self.beacon_at(beacon).publicKey().call().await.map_err(|e| contract_err("publicKey", e))
     }
 
     /// The recorded randomness of `round`, `None` if not recorded yet.

@@ -43,6 +43,41 @@ pub struct DevnetOptions {
     /// `BEACON`: the randomness beacon the market reads seeds from (default none = dev
     /// seeds from blockhash). See [`Devnet::start_with_beacon`] to deploy a local one.
     pub beacon: Option<Address>,
+    /// Anvil's chain id (`--chain-id`; default anvil's 31337). Deploy.s.sol refuses dev
+    /// seeds and its default key on a chain id that is not a local one.
+    pub chain_id: Option<u64>,
+    /// The genesis block's timestamp (`--timestamp`; default now): a chain whose clock
+    /// runs at some other time, e.g. when recorded beacon rounds were emitted.
+    pub genesis_timestamp: Option<u64>,
+}
+
+/// The environment variables Deploy.s.sol reads ([`Devnet::forge_script_deploy`] clears
+/// every one it is not given, so a developer's shell cannot change a test's deployment).
+pub const DEPLOY_ENV: [&str; 15] = [
+    "DPOR_DEPLOY_CONFIG",
+    "DPOR_DEPLOY_OUT",
+    "DEPLOYER_KEY",
+    "TOKEN",
+    "BEACON",
+    "EPOCH_SECONDS",
+    "ANSWER_SECONDS",
+    "GRACE_SECONDS",
+    "UPLOAD_SECONDS",
+    "EXIT_NOTICE_EPOCHS",
+    "DISPUTE_BOND",
+    "CHALLENGER_SHARE_BPS",
+    "MAX_FAILURES",
+    "MIN_STAKE",
+    "FOUNDRY_CONFIG",
+];
+
+/// What a `forge script` run of Deploy.s.sol returned ([`Devnet::forge_script_deploy`]).
+#[derive(Debug, Clone)]
+pub struct ScriptRun {
+    /// Whether forge exited 0.
+    pub ok: bool,
+    /// Its stdout and stderr, one after the other.
+    pub output: String,
 }
 
 /// A running anvil with the token and market deployed. Anvil is killed on drop.
@@ -74,7 +109,7 @@ impl Devnet {
     pub async fn start_with(opts: DevnetOptions) -> Result<Devnet, ChainError> {
         let root = repo_root();
         let mut dev = Self::spawn_anvil(&root, &opts).await?;
-        dev.deploy(&root, &opts).await?;
+        dev.deploy(&opts).await?;
         Ok(dev)
     }
 
@@ -92,6 +127,12 @@ impl Devnet {
             .stderr(Stdio::null());
         if let Some(bt) = opts.block_time {
             cmd.args(["--block-time", &format!("{}", bt.as_secs_f64())]);
+        }
+        if let Some(id) = opts.chain_id {
+            cmd.args(["--chain-id", &id.to_string()]);
+        }
+        if let Some(t) = opts.genesis_timestamp {
+            cmd.args(["--timestamp", &t.to_string()]);
         }
         #[cfg(unix)]
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
@@ -113,33 +154,81 @@ impl Devnet {
         period: u64,
     ) -> Result<(Devnet, Address), ChainError> {
         let root = repo_root();
-        let err = |m: String| ChainError::Rpc { method: "devnet", message: m };
         // The real anvil in its own process group, as `start_with` (this path once
         // started the npm wrapper without one, and its anvil outlived the test).
         let mut dev = Self::spawn_anvil(&root, &opts).await?;
         let genesis = dev.timestamp().await?;
-        let beacon = {
-            let _guard = DEPLOY_LOCK.lock().await;
-            let words = format!("[{},{},{},{}]", pk_words[0], pk_words[1], pk_words[2], pk_words[3]);
-            let out = tokio::process::Command::new(foundry_binary(&root, "forge")?)
-                .current_dir(&root)
-                .args(["create", "contracts/src/beacon/DrandBeacon.sol:DrandBeacon", "--rpc-url", &dev.rpc_url, "--broadcast"])
-                .args(["--private-key", ANVIL_KEYS[0], "--constructor-args", &words, &genesis.to_string(), &period.to_string()])
-                .stdin(Stdio::null())
-                .output()
-                .await
-                .map_err(|e| err(format!("cannot run forge create: {e}")))?;
-            let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-            if !out.status.success() {
-                return Err(err(format!("forge create DrandBeacon failed:\n{text}")));
-            }
-            text.lines()
-                .find_map(|l| l.trim().strip_prefix("Deployed to:").and_then(|v| v.trim().parse::<Address>().ok()))
-                .ok_or_else(|| err(format!("no address in the forge create output:\n{text}")))?
-        };
+        let words = format!("[{},{},{},{}]", pk_words[0], pk_words[1], pk_words[2], pk_words[3]);
+        let beacon = dev
+            .forge_create("contracts/src/beacon/DrandBeacon.sol:DrandBeacon", ANVIL_KEYS[0], &[words, genesis.to_string(), period.to_string()])
+            .await?;
         opts.beacon = Some(beacon);
-        dev.deploy(&root, &opts).await?;
+        dev.deploy(&opts).await?;
         Ok((dev, beacon))
+    }
+
+    /// Starts anvil with `opts` (block time, chain id) and deploys nothing: for tests
+    /// that deploy as an operator would ([`Devnet::forge_create`],
+    /// [`Devnet::forge_script_deploy`], then [`Devnet::adopt`]).
+    pub async fn start_bare(opts: DevnetOptions) -> Result<Devnet, ChainError> {
+        Self::spawn_anvil(&repo_root(), &opts).await
+    }
+
+    /// `forge create CONTRACT --constructor-args ARGS` signed by `key` (hex), from the
+    /// repository root; returns the deployed address.
+    pub async fn forge_create(&self, contract: &str, key: &str, args: &[String]) -> Result<Address, ChainError> {
+        let root = repo_root();
+        let err = |m: String| ChainError::Rpc { method: "devnet", message: m };
+        let _guard = DEPLOY_LOCK.lock().await;
+        let mut cmd = tokio::process::Command::new(foundry_binary(&root, "forge")?);
+        cmd.current_dir(&root)
+            .args(["create", contract, "--rpc-url", &self.rpc_url, "--broadcast", "--private-key", key])
+            .stdin(Stdio::null());
+        if !args.is_empty() {
+            cmd.arg("--constructor-args").args(args);
+        }
+        let out = cmd.output().await.map_err(|e| err(format!("cannot run forge create: {e}")))?;
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        if !out.status.success() {
+            return Err(err(format!("forge create {contract} failed:\n{text}")));
+        }
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix("Deployed to:").and_then(|v| v.trim().parse::<Address>().ok()))
+            .ok_or_else(|| err(format!("no address in the forge create output:\n{text}")))
+    }
+
+    /// Runs `forge script contracts/script/Deploy.s.sol:Deploy --broadcast` against this
+    /// anvil from the repository root with exactly the Deploy.s.sol variables of `env`
+    /// (the others of [`DEPLOY_ENV`] removed), and returns its output whether or not it
+    /// succeeded. Nothing of the result is adopted (see [`Devnet::adopt`]).
+    ///
+    /// # Errors
+    /// [`ChainError::Rpc`] only if forge cannot be started.
+    pub async fn forge_script_deploy(&self, env: &[(&str, String)]) -> Result<ScriptRun, ChainError> {
+        let root = repo_root();
+        let _guard = DEPLOY_LOCK.lock().await;
+        let mut cmd = tokio::process::Command::new(foundry_binary(&root, "forge")?);
+        cmd.current_dir(&root)
+            .args(["script", "contracts/script/Deploy.s.sol:Deploy", "--rpc-url", &self.rpc_url, "--broadcast"])
+            .stdin(Stdio::null());
+        for k in DEPLOY_ENV {
+            cmd.env_remove(k);
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().await.map_err(|e| rpc_err("devnet", format!("cannot run forge: {e}")))?;
+        let output = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        Ok(ScriptRun { ok: out.status.success(), output })
+    }
+
+    /// Takes the market, token, manifest and deploy block of `d` as this devnet's (for
+    /// [`Devnet::market`], [`Devnet::client`], …).
+    pub fn adopt(&mut self, d: &crate::Deployment) {
+        self.market = d.market;
+        self.token = d.token.unwrap_or_default();
+        self.manifest = d.manifest.unwrap_or_default();
+        self.deploy_block = d.deploy_block;
     }
 
     async fn wait_ready(&mut self) -> Result<(), ChainError> {
@@ -158,12 +247,10 @@ impl Devnet {
         Err(rpc_err("devnet", "anvil did not answer within 10 s"))
     }
 
-    async fn deploy(&mut self, root: &Path, opts: &DevnetOptions) -> Result<(), ChainError> {
-        let _guard = DEPLOY_LOCK.lock().await;
-        let mut cmd = tokio::process::Command::new(foundry_binary(root, "forge")?);
-        cmd.current_dir(root)
-            .args(["script", "contracts/script/Deploy.s.sol:Deploy", "--rpc-url", &self.rpc_url, "--broadcast"])
-            .stdin(Stdio::null());
+    /// Deploys with Deploy.s.sol ([`Devnet::forge_script_deploy`]: only the variables
+    /// `opts` sets, every other one of [`DEPLOY_ENV`] cleared) and adopts the deployment
+    /// it prints (`DPOR_DEPLOYMENT={…}`).
+    async fn deploy(&mut self, opts: &DevnetOptions) -> Result<(), ChainError> {
         let envs: [(&str, Option<String>); 10] = [
             ("EPOCH_SECONDS", opts.epoch_seconds.map(|v| v.to_string())),
             ("ANSWER_SECONDS", opts.answer_seconds.map(|v| v.to_string())),
@@ -174,31 +261,17 @@ impl Devnet {
             ("MAX_FAILURES", opts.max_failures.map(|v| v.to_string())),
             ("MIN_STAKE", opts.min_stake.map(|v| v.to_string())),
             ("BEACON", opts.beacon.map(|v| v.to_string())),
-            ("DEPLOYER_KEY", None),
+            // Anvil's account 0, which is also the script's default on a local chain id.
+            ("DEPLOYER_KEY", Some(ANVIL_KEYS[0].to_string())),
         ];
-        for (k, v) in envs {
-            match v {
-                Some(v) => cmd.env(k, v),
-                None => cmd.env_remove(k),
-            };
+        let env: Vec<(&str, String)> = envs.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))).collect();
+        let run = self.forge_script_deploy(&env).await?;
+        if !run.ok {
+            return Err(rpc_err("devnet", format!("forge script failed:\n{}", run.output)));
         }
-        let out = cmd.output().await.map_err(|e| rpc_err("devnet", format!("cannot run forge: {e}")))?;
-        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        if !out.status.success() {
-            return Err(rpc_err("devnet", format!("forge script failed:\n{text}")));
-        }
-        let field = |key: &str| -> Option<String> {
-            text.lines().find_map(|l| l.trim().strip_prefix(key).map(|v| v.trim().to_string()))
-        };
-        let parse_addr = |key: &str| -> Result<Address, ChainError> {
-            field(key)
-                .and_then(|v| v.parse().ok())
-                .ok_or_else(|| rpc_err("devnet", format!("no {key} in the deploy output:\n{text}")))
-        };
-        self.token = parse_addr("DPOR_TOKEN=")?;
-        self.market = parse_addr("DPOR_MARKET=")?;
-        self.manifest = parse_addr("DPOR_MANIFEST=")?;
-        self.deploy_block = field("DPOR_DEPLOY_BLOCK=").and_then(|v| v.parse().ok()).unwrap_or(0);
+        let d = crate::Deployment::from_output(&run.output)
+            .map_err(|e| rpc_err("devnet", format!("{e} in the deploy output:\n{}", run.output)))?;
+        self.adopt(&d);
         Ok(())
     }
 
@@ -260,6 +333,13 @@ impl Devnet {
         let _: serde_json::Value = self.rpc("evm_increaseTime", (U256::from(seconds),)).await?;
         let _: serde_json::Value = self.rpc("evm_mine", ()).await?;
         self.timestamp().await
+    }
+
+    /// The next block (mined by the next transaction, with automine) gets timestamp `ts`
+    /// (`anvil_setNextBlockTimestamp`; `ts` must be later than the latest block's).
+    pub async fn set_next_timestamp(&self, ts: u64) -> Result<(), ChainError> {
+        let _: serde_json::Value = self.rpc("anvil_setNextBlockTimestamp", (U256::from(ts),)).await?;
+        Ok(())
     }
 
     /// Mines one block with timestamp `ts` (`anvil_setNextBlockTimestamp` + `evm_mine`),
@@ -368,4 +448,38 @@ pub fn repo_root() -> PathBuf {
 fn free_port() -> std::io::Result<u16> {
     let l = std::net::TcpListener::bind("127.0.0.1:0")?;
     Ok(l.local_addr()?.port())
+}
+
+/// Writes `dir/foundry.toml`, a Foundry config that extends the repository's
+/// (`extends`) and lets forge's file cheatcodes read exactly `read` and write inside
+/// `write` (`fs_permissions`); returns its path, for `FOUNDRY_CONFIG`. This is how
+/// Deploy.s.sol reads a config file and writes its deployment file outside the folders
+/// the repository's foundry.toml allows (`deploy/`, `deployments/`), without changing
+/// any file of the repository (docs/OPERATIONS.md, "Deploying the contracts").
+///
+/// # Errors
+/// A path with a `'` (it could not be written as a TOML literal string), or the write.
+pub fn foundry_overlay(dir: &Path, read: &[&Path], write: &[&Path]) -> std::io::Result<PathBuf> {
+    let lit = |p: &Path| -> std::io::Result<String> {
+        let s = p.to_string_lossy();
+        if s.contains('\'') || s.contains('\n') {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("path {s:?} has a quote or a newline")));
+        }
+        Ok(format!("'{s}'"))
+    };
+    let mut perms = Vec::new();
+    for p in read {
+        perms.push(format!("{{ access = \"read\", path = {} }}", lit(p)?));
+    }
+    for p in write {
+        perms.push(format!("{{ access = \"write\", path = {} }}", lit(p)?));
+    }
+    let text = format!(
+        "# Written by dpor_chain::devnet::foundry_overlay.\n[profile.default]\nextends = {}\nfs_permissions = [{}]\n",
+        lit(&repo_root().join("foundry.toml"))?,
+        perms.join(", ")
+    );
+    let path = dir.join("foundry.toml");
+    std::fs::write(&path, text)?;
+    Ok(path)
 }

@@ -10,6 +10,7 @@
 //! - [`commitment_ops`]: epoch commitments, challenges and claims (docs/COMMITMENTS.md).
 //! - [`Market`]: the client: provider, owner, auditor and token calls, log queries.
 //! - [`keys`]: key parsing and anvil's development keys.
+//! - [`deployment`]: the deployment file `Deploy.s.sol` writes and the node and CLI read.
 //! - `devnet` (feature `devnet`): a throw-away anvil with the contracts deployed.
 //!
 //! - [`sampling`]: the epoch sample rule (ENCODING §8 "dpor.epoch.v2"), mirrored.
@@ -24,6 +25,7 @@ pub mod bindings;
 pub mod client;
 pub mod commitment_ops;
 pub mod convert;
+pub mod deployment;
 #[cfg(feature = "devnet")]
 pub mod devnet;
 #[cfg(feature = "devnet")]
@@ -48,9 +50,10 @@ pub use convert::{
     SampleProof,
 };
 #[cfg(feature = "devnet")]
-pub use devnet::{foundry_binary, Devnet, DevnetOptions};
+pub use devnet::{foundry_binary, foundry_overlay, Devnet, DevnetOptions, ScriptRun, DEPLOY_ENV};
 #[cfg(feature = "devnet")]
 pub use devnet_state::StateFixture;
+pub use deployment::{Deployment, DeploymentError};
 pub use error::ChainError;
 pub use keys::{parse_key, ANVIL_KEYS};
 pub use manifest_ops::{FileFromLogs, FileRecord, ManifestRegistry, ShardRef};

@@ -19,8 +19,14 @@ pub struct NodeConfig {
     pub announce: Vec<String>,
     /// JSON-RPC URL of the chain.
     pub rpc_url: String,
-    /// The market contract address (0x…).
-    pub market: String,
+    /// The market contract address (0x…). Default: the `deployment` file's market, else
+    /// [`LOCAL_MARKET`]. With `deployment`, it must be the file's market.
+    pub market: Option<String>,
+    /// The deployment file `contracts/script/Deploy.s.sol` wrote (`DPOR_DEPLOY_OUT`): the
+    /// market and the chain id come from it, and the node refuses to start on another
+    /// chain or against a market that does not match it. A relative path is relative to
+    /// the node's working directory, like every path of this file.
+    pub deployment: Option<PathBuf>,
     /// The provider's Ethereum private key (0x…, 32 bytes). Prefer `provider_key_file`.
     pub provider_key: Option<String>,
     /// A file holding the provider's private key in hex.
@@ -61,6 +67,11 @@ pub struct NodeConfig {
     pub misbehave: crate::handler::Misbehavior,
 }
 
+/// The market's address on a fresh anvil deployed by contracts/script/Deploy.s.sol with
+/// its default key and a TestToken (deployer nonce 1): the default without `market` or
+/// `deployment`.
+pub const LOCAL_MARKET: &str = "0xe7f1725E7734CE288F8367e1Bb143E90bb3F0512";
+
 /// Runs of at least 2^10 coded blocks (levels ℓ ≥ 9 and C of files of ≥ 2^9 blocks,
 /// 4 MiB at β = 4 KiB) are built in the background: a smaller run is built inside its
 /// write within the 100 ms write-latency target (docs/PERFORMANCE.md; at 2^12 a
@@ -74,8 +85,8 @@ impl Default for NodeConfig {
             listen: "/ip4/127.0.0.1/tcp/4001".into(),
             announce: Vec::new(),
             rpc_url: "http://127.0.0.1:8545".into(),
-            // The market's address on a fresh anvil deployed by contracts/script/Deploy.s.sol.
-            market: "0xe7f1725E7734CE288F8367e1Bb143E90bb3F0512".into(),
+            market: None,
+            deployment: None,
             provider_key: None,
             provider_key_file: None,
             price_per_block_epoch: 1_000_000_000_000,
@@ -124,6 +135,32 @@ impl NodeConfig {
         Ok(())
     }
 
+    /// The deployment file (if `deployment` is set) and the market to use: `market` if
+    /// set, else the file's, else [`LOCAL_MARKET`].
+    ///
+    /// # Errors
+    /// The file cannot be read or is not a deployment; `market` is malformed or is not
+    /// the file's market.
+    pub fn resolve_market(&self) -> anyhow::Result<(alloy_primitives::Address, Option<dpor_chain::Deployment>)> {
+        let deployment = self.deployment.as_deref().map(dpor_chain::Deployment::load).transpose()?;
+        let given = self
+            .market
+            .as_deref()
+            .map(|m| m.trim().parse::<alloy_primitives::Address>().map_err(|e| anyhow::anyhow!("bad market address {m:?}: {e}")))
+            .transpose()?;
+        let market = match (given, &deployment) {
+            (Some(m), Some(d)) if m != d.market => anyhow::bail!(
+                "market = {m} is not the market of the deployment file {} ({}): set one of them",
+                self.deployment.as_deref().unwrap_or(std::path::Path::new("")).display(),
+                d.market
+            ),
+            (Some(m), _) => m,
+            (None, Some(d)) => d.market,
+            (None, None) => LOCAL_MARKET.parse().map_err(|e| anyhow::anyhow!("the local market address: {e}"))?,
+        };
+        Ok((market, deployment))
+    }
+
     /// The provider key, from `provider_key` or `provider_key_file`.
     pub fn provider_key_hex(&self) -> anyhow::Result<String> {
         if let Some(k) = &self.provider_key {
@@ -148,6 +185,26 @@ mod tests {
         assert_eq!(c.quota_bytes, Some(10));
         assert_eq!(c.rpc_url, NodeConfig::default().rpc_url);
         assert!(toml::from_str::<NodeConfig>("lisen = \"x\"").is_err());
+    }
+
+    #[test]
+    fn the_market_comes_from_the_key_the_deployment_file_or_the_local_default() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("deployment.json");
+        std::fs::write(&file, r#"{"chain_id": 5, "market": "0x00000000000000000000000000000000000000aa"}"#).unwrap();
+        let aa: alloy_primitives::Address = "0x00000000000000000000000000000000000000aa".parse().unwrap();
+        let text = format!("deployment = {:?}\n", file.display().to_string());
+        let c: NodeConfig = toml::from_str(&text).unwrap();
+        let (m, d) = c.resolve_market().unwrap();
+        assert_eq!((m, d.map(|d| d.chain_id)), (aa, Some(5)));
+        let same: NodeConfig = toml::from_str(&format!("{text}market = \"0x00000000000000000000000000000000000000AA\"\n")).unwrap();
+        assert_eq!(same.resolve_market().unwrap().0, aa);
+        let other: NodeConfig = toml::from_str(&format!("{text}market = \"0x00000000000000000000000000000000000000bb\"\n")).unwrap();
+        let e = other.resolve_market().unwrap_err().to_string();
+        assert!(e.contains("is not the market of the deployment file"), "{e}");
+        assert_eq!(NodeConfig::default().resolve_market().unwrap().0, LOCAL_MARKET.parse::<alloy_primitives::Address>().unwrap());
+        let missing: NodeConfig = toml::from_str("deployment = \"/nonexistent/deployment.json\"\n").unwrap();
+        assert!(missing.resolve_market().unwrap_err().to_string().contains("cannot read the deployment file"));
     }
 
     #[test]

@@ -43,9 +43,12 @@ struct RunArgs {
     /// Chain JSON-RPC URL.
     #[arg(long)]
     rpc_url: Option<String>,
-    /// Market contract address.
+    /// Market contract address (default: the deployment file's).
     #[arg(long)]
     market: Option<String>,
+    /// The deployment file Deploy.s.sol wrote (JSON): the market and the chain id.
+    #[arg(long, value_name = "FILE")]
+    deployment: Option<PathBuf>,
     /// File holding the provider's private key (hex).
     #[arg(long)]
     provider_key_file: Option<PathBuf>,
@@ -145,7 +148,10 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         config.rpc_url = v;
     }
     if let Some(v) = args.market {
-        config.market = v;
+        config.market = Some(v);
+    }
+    if let Some(v) = args.deployment {
+        config.deployment = Some(v);
     }
     if let Some(v) = args.provider_key_file {
         config.provider_key_file = Some(v);

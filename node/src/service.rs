@@ -163,10 +163,13 @@ pub async fn start(config: &NodeConfig) -> anyhow::Result<RunningNode> {
     let builder = crate::store::Builder::start(&store);
     let keypair = net::load_or_create_keypair(&config.data_dir.join("p2p.key")).context("libp2p key")?;
     let key = dpor_chain::parse_key(&config.provider_key_hex()?).context("provider key")?;
-    let market_addr: Address = config.market.parse().with_context(|| format!("bad market address {:?}", config.market))?;
+    let (market_addr, deployment) = config.resolve_market()?;
     let market = Market::connect(&config.rpc_url, market_addr, Some(key.clone()))
         .await
-        .with_context(|| format!("cannot reach the market at {} on {}", config.market, config.rpc_url))?;
+        .with_context(|| format!("cannot reach the market at {market_addr} on {}", config.rpc_url))?;
+    if let Some(d) = &deployment {
+        d.check(&market).await.context("the deployment file does not match the chain")?;
+    }
     let signer = Arc::new(ProviderSigner::new(key, market.chain_id(), market_addr));
     let provider = signer.address();
 

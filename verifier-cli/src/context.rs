@@ -6,8 +6,8 @@ use alloy::signers::local::PrivateKeySigner;
 use alloy_primitives::Address;
 use anyhow::{bail, Context};
 use clap::Args;
-use dpor_chain::Market;
-use std::path::PathBuf;
+use dpor_chain::{Deployment, Market};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Global flags (each also read from an environment variable).
@@ -16,9 +16,14 @@ pub struct GlobalArgs {
     /// Chain JSON-RPC URL.
     #[arg(long, global = true, env = "DPOR_RPC_URL", default_value = "http://127.0.0.1:8545")]
     pub rpc_url: String,
-    /// Market contract address (default: its address on a fresh local anvil).
-    #[arg(long, global = true, env = "DPOR_MARKET", default_value = "0xe7f1725E7734CE288F8367e1Bb143E90bb3F0512")]
-    pub market: String,
+    /// The deployment file `contracts/script/Deploy.s.sol` wrote (JSON): the market, the
+    /// FileManifest and the chain id come from it (checked against the RPC endpoint).
+    #[arg(long, global = true, env = "DPOR_DEPLOYMENT", value_name = "FILE")]
+    pub deployment: Option<PathBuf>,
+    /// Market contract address (default: the deployment file's, else its address on a
+    /// fresh local anvil). With --deployment, it must be the file's.
+    #[arg(long, global = true, env = "DPOR_MARKET")]
+    pub market: Option<String>,
     /// File holding your Ethereum private key (hex): the owner's or auditor's account.
     #[arg(long, global = true, env = "DPOR_KEY_FILE")]
     pub key_file: Option<PathBuf>,
@@ -34,6 +39,31 @@ pub struct GlobalArgs {
     /// Dial this node multiaddr instead of the one registered on chain.
     #[arg(long, global = true, env = "DPOR_NODE")]
     pub node: Option<String>,
+}
+
+/// The market's address on a fresh local anvil deployed by Deploy.s.sol with its
+/// default key and a TestToken (deployer nonce 1): the default without `--market` or
+/// `--deployment`.
+pub const LOCAL_MARKET: &str = "0xe7f1725E7734CE288F8367e1Bb143E90bb3F0512";
+
+/// The market address to use: `--market` (or `DPOR_MARKET`), else the deployment's,
+/// else [`LOCAL_MARKET`]. A `--market` that differs from the deployment file's is refused
+/// (a stale `DPOR_MARKET` in the environment would otherwise win silently).
+///
+/// # Errors
+/// A malformed address, or the conflict.
+pub fn resolve_market(market: Option<&str>, deployment: Option<(&Path, &Deployment)>) -> anyhow::Result<Address> {
+    let given = market.map(|m| m.trim().parse::<Address>().with_context(|| format!("bad market address {m:?}"))).transpose()?;
+    match (given, deployment) {
+        (Some(m), Some((path, d))) if m != d.market => bail!(
+            "--market (or DPOR_MARKET) {m} is not the market of the deployment file {} ({}): give one of them",
+            path.display(),
+            d.market
+        ),
+        (Some(m), _) => Ok(m),
+        (None, Some((_, d))) => Ok(d.market),
+        (None, None) => LOCAL_MARKET.parse().context("the local market address"),
+    }
 }
 
 /// The command context.
@@ -52,6 +82,8 @@ pub struct Ctx {
     pub timeout: Duration,
     /// A node address that overrides the chain's.
     pub node_override: Option<String>,
+    /// The deployment file given with `--deployment`, checked against the chain.
+    pub deployment: Option<Deployment>,
 }
 
 impl Ctx {
@@ -64,10 +96,14 @@ impl Ctx {
             }
             None => None,
         };
-        let market_addr: Address = args.market.parse().with_context(|| format!("bad market address {:?}", args.market))?;
+        let deployment = args.deployment.as_deref().map(|p| Deployment::load(p).map(|d| (p, d))).transpose()?;
+        let market_addr = resolve_market(args.market.as_deref(), deployment.as_ref().map(|(p, d)| (*p, d)))?;
         let market = Market::connect(&args.rpc_url, market_addr, key.clone())
             .await
-            .with_context(|| format!("cannot reach the market {} at {}", args.market, args.rpc_url))?;
+            .with_context(|| format!("cannot reach the market {market_addr} at {}", args.rpc_url))?;
+        if let Some((path, d)) = &deployment {
+            d.check(&market).await.with_context(|| format!("the deployment file {}", path.display()))?;
+        }
         use std::io::IsTerminal;
         Ok(Self {
             market,
@@ -77,12 +113,26 @@ impl Ctx {
             state_path: args.state.clone(),
             timeout: Duration::from_secs(args.timeout),
             node_override: args.node.clone(),
+            deployment: deployment.map(|(_, d)| d),
         })
     }
 
     /// The user's key, or a clear error.
     pub fn key(&self) -> anyhow::Result<&PrivateKeySigner> {
         self.key.as_ref().context("this command needs your key: pass --key-file (or set DPOR_KEY_FILE)")
+    }
+
+    /// The FileManifest registry: `given` (`--manifest` / `DPOR_MANIFEST`), else the
+    /// deployment file's, else its address on a fresh local anvil
+    /// ([`crate::disperse::LOCAL_MANIFEST`]).
+    pub fn manifest_address(&self, given: Option<Address>) -> anyhow::Result<Address> {
+        if let Some(m) = given {
+            return Ok(m);
+        }
+        if let Some(m) = self.deployment.as_ref().and_then(|d| d.manifest) {
+            return Ok(m);
+        }
+        crate::disperse::LOCAL_MANIFEST.parse().context("the local manifest address")
     }
 
     /// Dials the node of `deal`'s provider (its multiaddrs registered on chain).
@@ -128,5 +178,26 @@ impl Ctx {
         bar.set_style(style);
         bar.set_message(what.to_string());
         bar
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn the_market_comes_from_the_flag_the_deployment_or_the_local_default() {
+        let d = Deployment::parse(r#"{"chain_id": 5, "market": "0x00000000000000000000000000000000000000aa"}"#).unwrap();
+        let path = Path::new("deployment.json");
+        let aa: Address = "0x00000000000000000000000000000000000000aa".parse().unwrap();
+        assert_eq!(resolve_market(None, Some((path, &d))).unwrap(), aa);
+        assert_eq!(resolve_market(Some("0x00000000000000000000000000000000000000AA"), Some((path, &d))).unwrap(), aa);
+        assert_eq!(resolve_market(None, None).unwrap(), LOCAL_MARKET.parse::<Address>().unwrap());
+        let bb = "0x00000000000000000000000000000000000000bb";
+        assert_eq!(resolve_market(Some(bb), None).unwrap(), bb.parse::<Address>().unwrap());
+        let e = resolve_market(Some(bb), Some((path, &d))).unwrap_err().to_string();
+        assert!(e.contains("not the market of the deployment file deployment.json"), "{e}");
+        assert!(resolve_market(Some("0x12"), None).is_err());
     }
 }

@@ -26,7 +26,7 @@ enum Command {
     Auditor(AuditorCommand),
     #[command(flatten)]
     Disperse(DisperseCommand),
-    /// The randomness beacon: relay local-beacon rounds (offline demos, tests).
+    /// The randomness beacon: relay rounds, from drand's HTTP API or a local key.
     #[command(subcommand)]
     Beacon(BeaconCommand),
 }

@@ -37,7 +37,8 @@ pub mod recover;
 pub mod repair;
 pub mod write;
 
-/// FileManifest's address on a fresh local anvil deployed by Deploy.s.sol (deployer nonce 2).
+/// FileManifest's address on a fresh local anvil deployed by Deploy.s.sol with its
+/// default key and a TestToken (deployer nonce 2); with `--deployment`, the file's.
 pub const LOCAL_MANIFEST: &str = "0x9fE46736679d2D9a65F0992F2272dE9f3c7fa6e0";
 
 /// Dispersal commands.
@@ -57,9 +58,10 @@ pub enum DisperseCommand {
         /// The file's directory (shard states, manifest); must not hold a file yet.
         #[arg(long, default_value = "dpor-file")]
         dir: PathBuf,
-        /// The FileManifest registry (default: its address on a fresh local anvil).
-        #[arg(long, env = "DPOR_MANIFEST", default_value = LOCAL_MANIFEST)]
-        manifest: Address,
+        /// The FileManifest registry (default: the --deployment file's, else its address
+        /// on a fresh local anvil).
+        #[arg(long, env = "DPOR_MANIFEST")]
+        manifest: Option<Address>,
         /// The terms of every shard's deal.
         #[command(flatten)]
         terms: DealTerms,
@@ -105,9 +107,10 @@ pub enum DisperseCommand {
         /// The file's id in the FileManifest (default: the key's only file).
         #[arg(long)]
         file_id: Option<u64>,
-        /// The FileManifest registry (default: its address on a fresh local anvil).
-        #[arg(long, env = "DPOR_MANIFEST", default_value = LOCAL_MANIFEST)]
-        manifest: Address,
+        /// The FileManifest registry (default: the --deployment file's, else its address
+        /// on a fresh local anvil).
+        #[arg(long, env = "DPOR_MANIFEST")]
+        manifest: Option<Address>,
     },
     /// Complete an interrupted write across shards (any other command on the file does
     /// it first as well), and report the file's state.
@@ -237,13 +240,15 @@ impl FileDir {
 pub async fn run(ctx: &Ctx, cmd: DisperseCommand) -> anyhow::Result<Output> {
     match cmd {
         DisperseCommand::Put { file, providers, data, dir, manifest, terms } => {
-            put(ctx, &file, providers, data, &dir, manifest, &terms).await
+            put(ctx, &file, providers, data, &dir, ctx.manifest_address(manifest)?, &terms).await
         }
         DisperseCommand::Get { out, dir } => get(ctx, &dir, &out).await,
         DisperseCommand::FileWrite { data, offset, dir } => file_write(ctx, &dir, offset, &data).await,
         DisperseCommand::FileCheckpoint { dir } => file_checkpoint(ctx, &dir).await,
         DisperseCommand::Fsck { dir } => fsck(ctx, &dir).await,
-        DisperseCommand::Recover { dir, file_id, manifest } => recover::recover(ctx, &dir, manifest, file_id).await,
+        DisperseCommand::Recover { dir, file_id, manifest } => {
+            recover::recover(ctx, &dir, ctx.manifest_address(manifest)?, file_id).await
+        }
         DisperseCommand::Repair { dir, shards, max_faults, unreachable_epochs, dry_run, terms } => {
             let opts = repair::RepairOptions { shards, max_faults, unreachable_epochs, dry_run, terms };
             repair::repair(ctx, &dir, &opts).await
@@ -262,6 +267,7 @@ pub(crate) fn shard_ctx(ctx: &Ctx, state: PathBuf) -> Ctx {
         state_path: state,
         timeout: ctx.timeout,
         node_override: None,
+        deployment: ctx.deployment.clone(),
     }
 }
 
