@@ -67,6 +67,10 @@ struct RunArgs {
     /// of one on-chain proof per deal per epoch.
     #[arg(long)]
     epoch_commitments: bool,
+    /// Serve Prometheus metrics (/metrics) and the health report (/health) over HTTP
+    /// on this address, e.g. 127.0.0.1:9464 (keep it on loopback; off unless set).
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<std::net::SocketAddr>,
     /// Testing only (cargo feature `testing`): cheat on audits (none, wrong-block,
     /// stale-level, other-deal), commit wrong coded blocks (commit-wrong), keep only
     /// half of every coded block, for audits and epoch proofs alike (partial-blocks),
@@ -170,6 +174,9 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     if args.epoch_commitments {
         config.epoch_commitments = true;
     }
+    if let Some(v) = args.metrics_listen {
+        config.metrics_listen = Some(v);
+    }
     config.validate()?;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("tokio runtime")?;
     rt.block_on(async move {
@@ -179,6 +186,9 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             std::fs::write(f, format!("{addr}\n")).with_context(|| format!("cannot write {}", f.display()))?;
         }
         eprintln!("dpor-node: provider {} listening on {:?}", node.provider, node.addrs);
+        if let Some(a) = node.metrics_addr {
+            eprintln!("dpor-node: metrics on http://{a}/metrics, health on http://{a}/health");
+        }
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("signal handler")?;
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
