@@ -762,6 +762,32 @@ mod tests {
         srv.shutdown().await;
     }
 
+    /// Every node metric is listed in docs/OPERATIONS.md, and every node metric the
+    /// Grafana dashboard (docs/grafana-dpor-node.json) reads exists.
+    #[test]
+    fn docs_and_dashboard_name_exactly_these_metrics() {
+        let e = exposition(&NodeMetrics::new(Duration::from_secs(60)));
+        let families: Vec<&str> = e.families.keys().map(String::as_str).collect();
+        assert!(families.len() >= 25, "{families:?}");
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let ops = std::fs::read_to_string(root.join("docs/OPERATIONS.md")).unwrap();
+        for f in &families {
+            let kind = &e.families[*f].kind;
+            let shown = if kind == "counter" { format!("`{f}_total`") } else { format!("`{f}`") };
+            assert!(ops.contains(&shown), "{shown} is not listed in docs/OPERATIONS.md");
+        }
+        let dash = std::fs::read_to_string(root.join("docs/grafana-dpor-node.json")).unwrap();
+        let _: serde_json::Value = serde_json::from_str(&dash).unwrap();
+        let mut read = 0;
+        for (i, _) in dash.match_indices("dpor_node_") {
+            let name: String = dash[i..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+            let base = ["_total", "_bucket", "_count", "_sum"].iter().find_map(|s| name.strip_suffix(s)).unwrap_or(&name);
+            assert!(families.contains(&base), "the dashboard reads {name}, which the node does not export");
+            read += 1;
+        }
+        assert!(read > 20, "{read}");
+    }
+
     /// A poll older than the allowed age is not "reachable within the last poll".
     #[test]
     fn a_stale_poll_is_unhealthy() {
