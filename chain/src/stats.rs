@@ -48,8 +48,9 @@ impl ChainStats {
     }
 
     /// Counts one transaction of `method`: `gas` is its receipt's `gasUsed` if it was
-    /// mined, `ok` its status (false also when it was never sent).
-    pub(crate) fn record_tx(&self, method: &'static str, gas: Option<u64>, ok: bool) {
+    /// mined, `ok` its status (false also when it was never sent). Called by
+    /// `Market::send` for every transaction; public for exporters' tests.
+    pub fn record_tx(&self, method: &'static str, gas: Option<u64>, ok: bool) {
         let mut m = self.tx.lock().unwrap_or_else(|p| p.into_inner());
         let s = m.entry(method).or_default();
         if ok {

@@ -200,13 +200,28 @@ pub enum GetError {
     },
 }
 
+/// How long [`get`] waits for a whole answer.
+pub const GET_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// `GET path` on `addr` with `Connection: close`: the status code and the body as text.
 /// A minimal client for tests and probes (no redirects, no chunked bodies: the server
 /// of this crate sends lengths).
 ///
 /// # Errors
-/// [`GetError::Io`] (connection refused, reset), [`GetError::Malformed`].
+/// [`GetError::Io`] (connection refused, reset; `TimedOut` after [`GET_TIMEOUT`]),
+/// [`GetError::Malformed`].
 pub async fn get(addr: SocketAddr, path: &str) -> Result<(u16, String), GetError> {
+    match tokio::time::timeout(GET_TIMEOUT, get_inner(addr, path)).await {
+        Ok(r) => r,
+        Err(_) => Err(GetError::Io {
+            addr,
+            path: path.to_string(),
+            source: std::io::Error::new(std::io::ErrorKind::TimedOut, format!("no whole answer within {GET_TIMEOUT:?}")),
+        }),
+    }
+}
+
+async fn get_inner(addr: SocketAddr, path: &str) -> Result<(u16, String), GetError> {
     let io = |source| GetError::Io {
         addr,
         path: path.to_string(),

@@ -425,17 +425,15 @@ impl NodeMetrics {
     /// exported counters: each gets the difference since the last copy, so the
     /// exported values equal the client's totals.
     fn sync_chain_stats(&self, stats: &dpor_chain::stats::ChainStats) {
+        // One family guard at a time: `get_or_create` of a new label set takes the
+        // family's write lock, which a guard still held would deadlock.
+        let bump = |c: &Counter, total: u64| {
+            c.inc_by(total.saturating_sub(c.get()));
+        };
         for (method, s) in stats.transactions() {
-            let mined = self
-                .transactions
-                .get_or_create(&[("method", method), ("outcome", "mined")]);
-            mined.inc_by(s.mined.saturating_sub(mined.get()));
-            let failed = self
-                .transactions
-                .get_or_create(&[("method", method), ("outcome", "failed")]);
-            failed.inc_by(s.failed.saturating_sub(failed.get()));
-            let gas = self.gas.get_or_create(&[("method", method)]);
-            gas.inc_by(s.gas_used.saturating_sub(gas.get()));
+            bump(&self.transactions.get_or_create_owned(&[("method", method), ("outcome", "mined")]), s.mined);
+            bump(&self.transactions.get_or_create_owned(&[("method", method), ("outcome", "failed")]), s.failed);
+            bump(&self.gas.get_or_create_owned(&[("method", method)]), s.gas_used);
         }
         self.rpc_errors
             .inc_by(stats.rpc_errors().saturating_sub(self.rpc_errors.get()));
@@ -766,9 +764,21 @@ mod tests {
     /// Grafana dashboard (docs/grafana-dpor-node.json) reads exists.
     #[test]
     fn docs_and_dashboard_name_exactly_these_metrics() {
-        let e = exposition(&NodeMetrics::new(Duration::from_secs(60)));
+        // A family without samples writes no descriptor: give every labelled one a sample.
+        let m = NodeMetrics::new(Duration::from_secs(60));
+        m.request("read", true, Duration::from_millis(1));
+        m.rebuilt(false, Duration::from_millis(1));
+        m.store_deals.get_or_create(&[("phase", "live")]).set(1);
+        m.deal_states([DealState::Active]);
+        m.ledger(&LedgerEvent::DisputeOpened { deal: 1 });
+        m.ledger(&LedgerEvent::DisputeAnswered { deal: 1, bond: 1 });
+        m.ledger(&LedgerEvent::DisputeSlashed { deal: 1, slashed: 1 });
+        let stats = dpor_chain::stats::ChainStats::default();
+        stats.record_tx("withdraw", Some(1), true);
+        m.sync_chain_stats(&stats);
+        let e = exposition(&m);
         let families: Vec<&str> = e.families.keys().map(String::as_str).collect();
-        assert!(families.len() >= 25, "{families:?}");
+        assert_eq!(families.len(), 26, "every registered family: {families:?}");
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let ops = std::fs::read_to_string(root.join("docs/OPERATIONS.md")).unwrap();
         for f in &families {
@@ -786,6 +796,33 @@ mod tests {
             read += 1;
         }
         assert!(read > 20, "{read}");
+    }
+
+    /// The chain client's counters are exported as its totals, again and again (no
+    /// double counting), including new label sets met while copying (a regression:
+    /// holding one family guard while creating another label set deadlocked `/metrics`).
+    #[test]
+    fn chain_stats_are_copied_as_totals_without_deadlock() {
+        let m = Arc::new(NodeMetrics::new(Duration::from_secs(60)));
+        let stats = Arc::new(dpor_chain::stats::ChainStats::default());
+        stats.record_tx("submitEpochProof", Some(240_000), true);
+        stats.record_tx("submitEpochProof", None, false);
+        stats.record_tx("withdraw", Some(40_000), true);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (m2, s2) = (m.clone(), stats.clone());
+        std::thread::spawn(move || {
+            m2.sync_chain_stats(&s2);
+            m2.sync_chain_stats(&s2);
+            let _ = tx.send(());
+        });
+        rx.recv_timeout(Duration::from_secs(30)).expect("sync_chain_stats deadlocked");
+        let e = exposition(&m);
+        let tx_total = |method, outcome| e.value("dpor_node_chain_transactions_total", &[("method", method), ("outcome", outcome)]);
+        assert_eq!(tx_total("submitEpochProof", "mined"), Some(1.0));
+        assert_eq!(tx_total("submitEpochProof", "failed"), Some(1.0));
+        assert_eq!(tx_total("withdraw", "mined"), Some(1.0));
+        assert_eq!(e.value("dpor_node_chain_gas_used_total", &[("method", "submitEpochProof")]), Some(240_000.0));
+        assert_eq!(e.value("dpor_node_chain_gas_used_total", &[("method", "withdraw")]), Some(40_000.0));
     }
 
     /// A poll older than the allowed age is not "reachable within the last poll".

@@ -151,9 +151,17 @@ async fn node_metrics_match_the_chain_and_the_cli_and_health_follows_the_chain()
         let metrics = addr_in(&node_log, "dpor-node: metrics on http://", || true).await;
         assert!(metrics.ip().is_loopback(), "{metrics}");
 
-        // Health before anything: the node polled the chain already (it registered).
-        let (code, body) = dpor_metrics::get(metrics, "/health").await.unwrap();
-        assert_eq!(code, 200, "{body}");
+        // Health: ok once the agent's first poll after registering read the chain.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let body = loop {
+            let (code, body) = dpor_metrics::get(metrics, "/health").await.unwrap();
+            if code == 200 {
+                break body;
+            }
+            assert_eq!(code, 503, "{body}");
+            assert!(Instant::now() < deadline, "/health not ok within 60 s of registering: {body}\n{}", w.node_log());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
         let h: serde_json::Value = serde_json::from_str(&body).unwrap();
         assert_eq!(
             (
