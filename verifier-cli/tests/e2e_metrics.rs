@@ -173,6 +173,7 @@ async fn node_metrics_match_the_chain_and_the_cli_and_health_follows_the_chain()
             "{h}"
         );
 
+        eprintln!("e2e_metrics: node up, metrics on {metrics}, health ok");
         // The demo's workload on a small file: deal, upload, digest v1, 4 writes, download.
         w.make_file("file", 8 * BETA, 3);
         let deal = w.open_and_upload("file", 16).await;
@@ -199,6 +200,7 @@ async fn node_metrics_match_the_chain_and_the_cli_and_health_follows_the_chain()
             .expect_ok("download");
         let status = w.dpor(OWNER, &["status"]).await.expect_ok("status");
 
+        eprintln!("e2e_metrics: uploaded, written, downloaded");
         // Two epochs proven by the node's agent.
         let market = w.client(AUDITOR).await;
         for epoch in 0..2 {
@@ -212,6 +214,7 @@ async fn node_metrics_match_the_chain_and_the_cli_and_health_follows_the_chain()
             );
         }
 
+        eprintln!("e2e_metrics: two epochs proven on chain");
         // Scrape once the node's counters caught up with the chain (they move on its
         // next poll); then compare everything.
         let e = scrape_until(metrics, 120, "2 epochs proven in the metrics", |e| {
@@ -328,6 +331,7 @@ async fn node_metrics_match_the_chain_and_the_cli_and_health_follows_the_chain()
             e.all("dpor_node_background_rebuild_duration_seconds_count")
         );
 
+        eprintln!("e2e_metrics: node metrics match; starting dpor watch");
         // `dpor watch --metrics-listen`: its checks as its log says.
         let watch_out = w.path("watch.out");
         let watch_err = w.path("watch.err");
@@ -398,6 +402,7 @@ async fn node_metrics_match_the_chain_and_the_cli_and_health_follows_the_chain()
         }
         watch.kill9();
 
+        eprintln!("e2e_metrics: watch metrics match; killing anvil");
         // The chain dies: /health goes 503 within a few polls, the RPC errors count.
         let pid = w.dev.pid().to_string();
         let killed = std::process::Command::new("kill")
