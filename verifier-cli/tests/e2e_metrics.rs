@@ -4,10 +4,11 @@
 //! the chain dies. See `e2e_harness/mod.rs` for the harness.
 //!
 //! The node runs with `metrics_listen = "127.0.0.1:0"` and `auto_withdraw = false` (a
-//! config file, so the tokens owed accumulate), and `--defer-from-blocks 4` (levels of
-//! four coded blocks and more are built by the background builder, which the rebuild
-//! metrics count). A deal of 8 blocks is opened, uploaded and checkpointed, written 4
-//! times, downloaded, and two epochs are proven by the node; `/metrics` is then scraped
+//! config file, so the tokens owed accumulate), and `--defer-from-blocks 4` (a batch's
+//! runs of four coded blocks and more are built by the background builder, which the
+//! rebuild metrics count). A deal of 8 blocks is opened, uploaded and checkpointed,
+//! written 4 times and by one batch of 4 (a deferred C-rebuild), downloaded, and two
+//! epochs are proven by the node; `/metrics` is then scraped
 //! and parsed strictly (`dpor_metrics::exposition`), and each value compared with the
 //! chain's (epochs proven, tokens owed, gas of the proofs from their receipts) or the
 //! CLI's (blocks and bytes stored, writes).
@@ -159,7 +160,11 @@ async fn node_metrics_match_the_chain_and_the_cli_and_health_follows_the_chain()
                 break body;
             }
             assert_eq!(code, 503, "{body}");
-            assert!(Instant::now() < deadline, "/health not ok within 60 s of registering: {body}\n{}", w.node_log());
+            assert!(
+                Instant::now() < deadline,
+                "/health not ok within 60 s of registering: {body}\n{}",
+                w.node_log()
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         };
         let h: serde_json::Value = serde_json::from_str(&body).unwrap();
@@ -177,20 +182,26 @@ async fn node_metrics_match_the_chain_and_the_cli_and_health_follows_the_chain()
         // The demo's workload on a small file: deal, upload, digest v1, 4 writes, download.
         w.make_file("file", 8 * BETA, 3);
         let deal = w.open_and_upload("file", 16).await;
-        let writes = 4u64;
-        for k in 0..writes {
+        // 4 single writes, then one batch of 4 (t reaches N = 8: a C-rebuild, which a
+        // batch defers to the background builder; single writes never defer).
+        let singles = 4u64;
+        for k in 0..singles {
             std::fs::write(w.path("block"), harness::pseudo_random(BETA, 100 + k)).unwrap();
-            w.dpor(
-                OWNER,
-                &[
-                    "write",
-                    &(k * 2).to_string(),
-                    w.path("block").to_str().unwrap(),
-                ],
-            )
-            .await
-            .expect_ok("write");
+            let index = (k * 2).to_string();
+            w.dpor(OWNER, &["write", &index, w.path("block").to_str().unwrap()])
+                .await
+                .expect_ok("write");
         }
+        let mut batch: Vec<String> = vec!["write".into()];
+        for k in 0..4u64 {
+            let f = w.path(&format!("batch{k}"));
+            std::fs::write(&f, harness::pseudo_random(BETA, 200 + k)).unwrap();
+            batch.push((k * 2 + 1).to_string());
+            batch.push(f.to_str().unwrap().to_string());
+        }
+        let args: Vec<&str> = batch.iter().map(String::as_str).collect();
+        w.dpor(OWNER, &args).await.expect_ok("write batch");
+        let writes = singles + 4;
         w.dpor(OWNER, &["checkpoint"])
             .await
             .expect_ok("checkpoint v2");
@@ -281,7 +292,14 @@ async fn node_metrics_match_the_chain_and_the_cli_and_health_follows_the_chain()
         let n = status["num_blocks"].as_u64().unwrap();
         let beta = status["block_bytes"].as_u64().unwrap();
         assert_eq!((n, beta), (info.num_blocks, u64::from(info.block_size)));
-        assert_eq!(status["write_count"].as_u64(), Some(writes), "{status}");
+        assert_eq!(
+            (
+                status["write_count"].as_u64(),
+                status["rebuild_count"].as_u64()
+            ),
+            (Some(0), Some(1)),
+            "8 writes to N = 8: {status}"
+        );
         assert_eq!(e.value("dpor_node_stored_blocks", &[]), Some(n as f64));
         assert_eq!(
             e.value("dpor_node_stored_bytes", &[]),
@@ -300,19 +318,22 @@ async fn node_metrics_match_the_chain_and_the_cli_and_health_follows_the_chain()
         assert!(e.value("dpor_node_free_capacity_bytes", &[]).unwrap() > 0.0);
 
         // Requests and bytes: every block uploaded and written, the download served.
-        assert_eq!(
+        let req = |kind| {
             e.value(
                 "dpor_node_requests_total",
-                &[("kind", "write"), ("outcome", "ok")]
-            ),
-            Some(writes as f64)
+                &[("kind", kind), ("outcome", "ok")],
+            )
+        };
+        assert_eq!(
+            (req("write"), req("write-batch")),
+            (Some(singles as f64), Some(1.0))
         );
         assert_eq!(
             e.value(
                 "dpor_node_request_duration_seconds_count",
                 &[("kind", "write")]
             ),
-            Some(writes as f64)
+            Some(singles as f64)
         );
         assert_eq!(
             e.value("dpor_node_written_bytes_total", &[]),
@@ -320,13 +341,13 @@ async fn node_metrics_match_the_chain_and_the_cli_and_health_follows_the_chain()
         );
         let read = e.value("dpor_node_read_bytes_total", &[]).unwrap();
         assert!(read >= (n * beta) as f64, "read {read}");
-        // Deferred levels (4 writes: levels 1 and 2 have 4 and 8 coded blocks).
+        // The batch's C-rebuild (16 coded blocks, at least 4) was deferred and built once.
         assert_eq!(
             e.value(
                 "dpor_node_background_rebuild_duration_seconds_count",
-                &[("run", "level")]
+                &[("run", "c")]
             ),
-            Some(2.0),
+            Some(1.0),
             "{:#?}",
             e.all("dpor_node_background_rebuild_duration_seconds_count")
         );
