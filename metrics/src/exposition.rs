@@ -11,6 +11,9 @@ use std::collections::{BTreeMap, BTreeSet};
 /// The labels of a sample, by name.
 pub type Labels = BTreeMap<String, String>;
 
+/// A label set as a sortable key.
+type LabelKey = Vec<(String, String)>;
+
 /// One sample line.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
@@ -186,7 +189,7 @@ fn suffixes(kind: &str) -> &'static [&'static str] {
 /// The first [`ParseError`] found.
 pub fn parse(text: &str) -> Result<Exposition, ParseError> {
     let mut out = Exposition::default();
-    let mut seen: BTreeSet<(String, Vec<(String, String)>)> = BTreeSet::new();
+    let mut seen: BTreeSet<(String, LabelKey)> = BTreeSet::new();
     let mut owner: Vec<String> = Vec::new(); // family of each sample, by index
     let mut eof = false;
     let lines: Vec<&str> = text
@@ -334,7 +337,7 @@ pub fn parse(text: &str) -> Result<Exposition, ParseError> {
 /// equal to `_count`.
 fn check_histograms(e: &Exposition) -> Result<(), ParseError> {
     for f in e.families.values().filter(|f| f.kind == "histogram") {
-        let mut series: BTreeMap<Vec<(String, String)>, Vec<(f64, f64)>> = BTreeMap::new();
+        let mut series: BTreeMap<LabelKey, Vec<(f64, f64)>> = BTreeMap::new();
         for s in e.all(&format!("{}_bucket", f.name)) {
             let le = s
                 .labels

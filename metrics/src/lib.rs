@@ -216,7 +216,10 @@ pub async fn get(addr: SocketAddr, path: &str) -> Result<(u16, String), GetError
         Err(_) => Err(GetError::Io {
             addr,
             path: path.to_string(),
-            source: std::io::Error::new(std::io::ErrorKind::TimedOut, format!("no whole answer within {GET_TIMEOUT:?}")),
+            source: std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no whole answer within {GET_TIMEOUT:?}"),
+            ),
         }),
     }
 }

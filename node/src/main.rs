@@ -17,7 +17,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the node: serve owners and auditors over libp2p and act on chain.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print the node's libp2p peer id (creating its key if needed).
     PeerId {
         /// The data dir.
@@ -119,7 +119,7 @@ fn main() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let result = match cli.command {
-        Command::Run(args) => run(args),
+        Command::Run(args) => run(*args),
         Command::PeerId { data_dir } => dpor_proto::net::load_or_create_keypair(&data_dir.join("p2p.key"))
             .map(|k| println!("{}", k.public().to_peer_id()))
             .map_err(anyhow::Error::from),

@@ -431,9 +431,22 @@ impl NodeMetrics {
             c.inc_by(total.saturating_sub(c.get()));
         };
         for (method, s) in stats.transactions() {
-            bump(&self.transactions.get_or_create_owned(&[("method", method), ("outcome", "mined")]), s.mined);
-            bump(&self.transactions.get_or_create_owned(&[("method", method), ("outcome", "failed")]), s.failed);
-            bump(&self.gas.get_or_create_owned(&[("method", method)]), s.gas_used);
+            bump(
+                &self
+                    .transactions
+                    .get_or_create_owned(&[("method", method), ("outcome", "mined")]),
+                s.mined,
+            );
+            bump(
+                &self
+                    .transactions
+                    .get_or_create_owned(&[("method", method), ("outcome", "failed")]),
+                s.failed,
+            );
+            bump(
+                &self.gas.get_or_create_owned(&[("method", method)]),
+                s.gas_used,
+            );
         }
         self.rpc_errors
             .inc_by(stats.rpc_errors().saturating_sub(self.rpc_errors.get()));
@@ -772,7 +785,10 @@ mod tests {
         m.deal_states([DealState::Active]);
         m.ledger(&LedgerEvent::DisputeOpened { deal: 1 });
         m.ledger(&LedgerEvent::DisputeAnswered { deal: 1, bond: 1 });
-        m.ledger(&LedgerEvent::DisputeSlashed { deal: 1, slashed: 1 });
+        m.ledger(&LedgerEvent::DisputeSlashed {
+            deal: 1,
+            slashed: 1,
+        });
         let stats = dpor_chain::stats::ChainStats::default();
         stats.record_tx("withdraw", Some(1), true);
         m.sync_chain_stats(&stats);
@@ -783,16 +799,32 @@ mod tests {
         let ops = std::fs::read_to_string(root.join("docs/OPERATIONS.md")).unwrap();
         for f in &families {
             let kind = &e.families[*f].kind;
-            let shown = if kind == "counter" { format!("`{f}_total`") } else { format!("`{f}`") };
-            assert!(ops.contains(&shown), "{shown} is not listed in docs/OPERATIONS.md");
+            let shown = if kind == "counter" {
+                format!("`{f}_total`")
+            } else {
+                format!("`{f}`")
+            };
+            assert!(
+                ops.contains(&shown),
+                "{shown} is not listed in docs/OPERATIONS.md"
+            );
         }
         let dash = std::fs::read_to_string(root.join("docs/grafana-dpor-node.json")).unwrap();
         let _: serde_json::Value = serde_json::from_str(&dash).unwrap();
         let mut read = 0;
         for (i, _) in dash.match_indices("dpor_node_") {
-            let name: String = dash[i..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
-            let base = ["_total", "_bucket", "_count", "_sum"].iter().find_map(|s| name.strip_suffix(s)).unwrap_or(&name);
-            assert!(families.contains(&base), "the dashboard reads {name}, which the node does not export");
+            let name: String = dash[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            let base = ["_total", "_bucket", "_count", "_sum"]
+                .iter()
+                .find_map(|s| name.strip_suffix(s))
+                .unwrap_or(&name);
+            assert!(
+                families.contains(&base),
+                "the dashboard reads {name}, which the node does not export"
+            );
             read += 1;
         }
         assert!(read > 20, "{read}");
@@ -815,14 +847,29 @@ mod tests {
             m2.sync_chain_stats(&s2);
             let _ = tx.send(());
         });
-        rx.recv_timeout(Duration::from_secs(30)).expect("sync_chain_stats deadlocked");
+        rx.recv_timeout(Duration::from_secs(30))
+            .expect("sync_chain_stats deadlocked");
         let e = exposition(&m);
-        let tx_total = |method, outcome| e.value("dpor_node_chain_transactions_total", &[("method", method), ("outcome", outcome)]);
+        let tx_total = |method, outcome| {
+            e.value(
+                "dpor_node_chain_transactions_total",
+                &[("method", method), ("outcome", outcome)],
+            )
+        };
         assert_eq!(tx_total("submitEpochProof", "mined"), Some(1.0));
         assert_eq!(tx_total("submitEpochProof", "failed"), Some(1.0));
         assert_eq!(tx_total("withdraw", "mined"), Some(1.0));
-        assert_eq!(e.value("dpor_node_chain_gas_used_total", &[("method", "submitEpochProof")]), Some(240_000.0));
-        assert_eq!(e.value("dpor_node_chain_gas_used_total", &[("method", "withdraw")]), Some(40_000.0));
+        assert_eq!(
+            e.value(
+                "dpor_node_chain_gas_used_total",
+                &[("method", "submitEpochProof")]
+            ),
+            Some(240_000.0)
+        );
+        assert_eq!(
+            e.value("dpor_node_chain_gas_used_total", &[("method", "withdraw")]),
+            Some(40_000.0)
+        );
     }
 
     /// A poll older than the allowed age is not "reachable within the last poll".
