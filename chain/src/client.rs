@@ -32,6 +32,8 @@ pub struct Market {
     pub(crate) signer: Option<PrivateKeySigner>,
     pub(crate) chain_id: u64,
     rpc_url: String,
+    /// Transactions, gas and transport errors of this client and its clones.
+    pub(crate) stats: std::sync::Arc<crate::stats::ChainStats>,
 }
 
 impl std::fmt::Debug for Market {
@@ -71,11 +73,12 @@ impl Market {
                 .erased(),
             None => ProviderBuilder::new().connect_http(url).erased(),
         };
-        let chain_id = provider.get_chain_id().await.map_err(|e| rpc_err("eth_chainId", e))?;
+        let stats = std::sync::Arc::new(crate::stats::ChainStats::default());
+        let chain_id = stats.note(provider.get_chain_id().await.map_err(|e| rpc_err("eth_chainId", e)))?;
         let market_inst = DporMarket::new(market, provider.clone());
-        let token_addr = market_inst.token().call().await.map_err(|e| contract_err("token", e))?;
+        let token_addr = stats.note(market_inst.token().call().await.map_err(|e| contract_err("token", e)))?;
         let token = TestToken::new(token_addr, provider.clone());
-        Ok(Market { provider, market: market_inst, token, signer, chain_id, rpc_url: rpc_url.to_string() })
+        Ok(Market { provider, market: market_inst, token, signer, chain_id, rpc_url: rpc_url.to_string(), stats })
     }
 
     /// The JSON-RPC URL this client talks to.
@@ -91,6 +94,12 @@ impl Market {
     /// The ERC-20 of escrow, collateral, stakes and bonds (`market.token()`).
     pub fn token_address(&self) -> Address {
         *self.token.address()
+    }
+
+    /// What this client and its clones did on chain: transactions and their gas per
+    /// method, transport errors ([`crate::stats::ChainStats`]).
+    pub fn stats(&self) -> &crate::stats::ChainStats {
+        &self.stats
     }
 
     /// The chain id (`eth_chainId`), part of the EIP-712 domain.
@@ -115,19 +124,20 @@ impl Market {
 
     /// The current block number.
     pub async fn block_number(&self) -> Result<u64, ChainError> {
-        self.provider.get_block_number().await.map_err(|e| rpc_err("eth_blockNumber", e))
+        self.stats.note(self.provider.get_block_number().await.map_err(|e| rpc_err("eth_blockNumber", e)))
     }
 
     /// The latest block's timestamp (seconds): "now" for the market's time checks
     /// (the next transaction's block has a timestamp at least this).
     pub async fn latest_timestamp(&self) -> Result<u64, ChainError> {
         use alloy::eips::BlockNumberOrTag;
-        let b = self
-            .provider
-            .get_block_by_number(BlockNumberOrTag::Latest)
-            .await
-            .map_err(|e| rpc_err("eth_getBlockByNumber", e))?
-            .ok_or_else(|| rpc_err("eth_getBlockByNumber", "no latest block"))?;
+        let b = self.stats.note(
+            self.provider
+                .get_block_by_number(BlockNumberOrTag::Latest)
+                .await
+                .map_err(|e| rpc_err("eth_getBlockByNumber", e))
+                .and_then(|b| b.ok_or_else(|| rpc_err("eth_getBlockByNumber", "no latest block"))),
+        )?;
         Ok(b.header.timestamp)
     }
 
@@ -139,12 +149,27 @@ impl Market {
         call: CallBuilder<&DynProvider, D>,
     ) -> Result<TransactionReceipt, ChainError> {
         let from = self.require_account(method)?;
-        let pending = call.from(from).send().await.map_err(|e| contract_err(method, e))?;
-        let receipt = pending
-            .with_timeout(Some(RECEIPT_TIMEOUT))
-            .get_receipt()
-            .await
-            .map_err(|e| ChainError::Rpc { method, message: e.to_string() })?;
+        let pending = match self.stats.note(call.from(from).send().await.map_err(|e| contract_err(method, e))) {
+            Ok(p) => p,
+            Err(e) => {
+                self.stats.record_tx(method, None, false);
+                return Err(e);
+            }
+        };
+        let receipt = match self.stats.note(
+            pending
+                .with_timeout(Some(RECEIPT_TIMEOUT))
+                .get_receipt()
+                .await
+                .map_err(|e| ChainError::Rpc { method, message: e.to_string() }),
+        ) {
+            Ok(r) => r,
+            Err(e) => {
+                self.stats.record_tx(method, None, false);
+                return Err(e);
+            }
+        };
+        self.stats.record_tx(method, Some(receipt.gas_used), receipt.status());
         if !receipt.status() {
             return Err(ChainError::TxFailed { method, tx: receipt.transaction_hash });
         }
@@ -158,7 +183,7 @@ impl Market {
         method: &'static str,
         call: CallBuilder<&DynProvider, D>,
     ) -> Result<D::CallOutput, ChainError> {
-        call.call().await.map_err(|e| contract_err(method, e))
+        self.stats.note(call.call().await.map_err(|e| contract_err(method, e)))
     }
 }
 

@@ -13,6 +13,8 @@
 //! - [`deployment`]: the deployment file `Deploy.s.sol` writes and the node and CLI read.
 //! - `devnet` (feature `devnet`): a throw-away anvil with the contracts deployed.
 //!
+//! - [`stats`]: per-client counts of transactions, gas and RPC errors (for metrics).
+//! - [`ledger`]: the provider's money and proof events, for its metrics.
 //! - [`sampling`]: the epoch sample rule (ENCODING §8 "dpor.epoch.v2"), mirrored.
 //!
 //! Units: token amounts are in base units (wei, 18 decimals); times are block
@@ -32,11 +34,13 @@ pub mod devnet;
 pub mod devnet_state;
 pub mod error;
 pub mod keys;
+pub mod ledger;
 pub mod logs;
 pub mod manifest_ops;
 pub mod owner_ops;
 pub mod provider_ops;
 pub mod sampling;
+pub mod stats;
 pub mod token_ops;
 pub mod types;
 pub mod verify;

@@ -16,7 +16,7 @@ use dpor_core::digest::Digest;
 impl Market {
     pub(crate) async fn logs<E: SolEvent>(&self, what: &'static str, filter: Filter) -> Result<Vec<(E, u64)>, ChainError> {
         let filter = filter.address(self.address()).event_signature(E::SIGNATURE_HASH);
-        let logs: Vec<Log> = self.provider.get_logs(&filter).await.map_err(|e| rpc_err(what, e))?;
+        let logs: Vec<Log> = self.stats.note(self.provider.get_logs(&filter).await.map_err(|e| rpc_err(what, e)))?;
         logs.iter()
             .map(|l| {
                 let decoded = l.log_decode::<E>().map_err(|e| ChainError::Decode(format!("{what}: {e}")))?;

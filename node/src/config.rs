@@ -61,6 +61,11 @@ pub struct NodeConfig {
     /// Prove epochs with one commitment per global epoch over all deals
     /// (docs/COMMITMENTS.md) instead of one `submitEpochProof` per deal. Default false.
     pub epoch_commitments: bool,
+    /// Serve Prometheus metrics on `http://ADDR/metrics` and the health report on
+    /// `http://ADDR/health` (docs/OPERATIONS.md, "Metrics and health"), e.g.
+    /// `"127.0.0.1:9464"`. No TLS or authentication: keep it on loopback or a private
+    /// network. Off unless set.
+    pub metrics_listen: Option<std::net::SocketAddr>,
     /// Testing only (cargo feature `testing`; not a key of a normal build): answer
     /// audits like a cheating node (see `handler::Misbehavior`).
     #[cfg(feature = "testing")]
@@ -101,6 +106,7 @@ impl Default for NodeConfig {
             serve_rate_bytes_per_sec: None,
             defer_from_blocks: DEFAULT_DEFER_FROM_BLOCKS,
             epoch_commitments: false,
+            metrics_listen: None,
             #[cfg(feature = "testing")]
             misbehave: crate::handler::Misbehavior::None,
         }
@@ -205,6 +211,14 @@ mod tests {
         assert_eq!(NodeConfig::default().resolve_market().unwrap().0, LOCAL_MARKET.parse::<alloy_primitives::Address>().unwrap());
         let missing: NodeConfig = toml::from_str("deployment = \"/nonexistent/deployment.json\"\n").unwrap();
         assert!(missing.resolve_market().unwrap_err().to_string().contains("cannot read the deployment file"));
+    }
+
+    #[test]
+    fn metrics_listen_is_off_by_default_and_parsed_as_an_address() {
+        assert_eq!(NodeConfig::default().metrics_listen, None);
+        let c: NodeConfig = toml::from_str("metrics_listen = \"127.0.0.1:9464\"\n").unwrap();
+        assert_eq!(c.metrics_listen, Some("127.0.0.1:9464".parse().unwrap()));
+        assert!(toml::from_str::<NodeConfig>("metrics_listen = \"localhost\"\n").is_err());
     }
 
     #[test]

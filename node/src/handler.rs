@@ -152,12 +152,20 @@ pub struct NodeHandler {
     misbehavior: Misbehavior,
     serve_rate: Option<ServeRate>,
     resize_policy: Option<ResizePolicy>,
+    metrics: Option<Arc<crate::metrics::NodeMetrics>>,
 }
 
 impl NodeHandler {
     /// A handler over `store`, checking uploads against `deals`, co-signing with `signer`.
     pub fn new(store: Arc<Store>, deals: Arc<dyn DealLookup>, signer: Arc<ProviderSigner>) -> Self {
-        Self { store, deals, signer, misbehavior: Misbehavior::None, serve_rate: None, resize_policy: None }
+        Self { store, deals, signer, misbehavior: Misbehavior::None, serve_rate: None, resize_policy: None, metrics: None }
+    }
+
+    /// Counts every request, its latency and the block bytes written and served in
+    /// `metrics` (docs/OPERATIONS.md, "Metrics").
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::NodeMetrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// The terms under which resizes are done and co-signed; without one (tests), any
@@ -219,10 +227,19 @@ impl NodeHandler {
     pub async fn answer(&self, request: Request) -> Response {
         let kind = request.kind();
         tracing::trace!(request = kind, "request");
+        let started = std::time::Instant::now();
+        let mut op = OpInfo { kind, written: 0 };
         let result = match request {
-            Request::Owner(signed) => self.owner(signed).await,
+            Request::Owner(signed) => self.owner(signed, &mut op).await,
             public => self.public(public).await,
         };
+        if let Some(m) = &self.metrics {
+            m.request(op.kind, result.is_ok(), started.elapsed());
+            if let Ok(r) = &result {
+                m.written(op.written);
+                m.served(r);
+            }
+        }
         match result {
             Ok(r) => r,
             Err(e) => {
@@ -445,9 +462,10 @@ impl NodeHandler {
         Ok(d)
     }
 
-    async fn owner(&self, signed: Signed) -> Result<Response, Fail> {
+    async fn owner(&self, signed: Signed, info: &mut OpInfo) -> Result<Response, Fail> {
         let Signed { deal, nonce, op, signature } = signed;
         let parsed = OwnerOp::from_bytes(&op).map_err(|e| Fail::new(ErrorCode::Malformed, format!("owner op: {e}")))?;
+        *info = OpInfo { kind: parsed.kind(), written: crate::metrics::op_block_bytes(&parsed) };
         let owner = self.owner_of(deal, &parsed).await?;
         let signer = recover_owner(self.signer.chain_id(), self.signer.market(), deal, nonce, &op, &signature)
             .map_err(|e| Fail::new(ErrorCode::Unauthorized, e))?;
@@ -652,6 +670,13 @@ impl dpor_proto::net::Handler<Request, Response> for NodeHandler {
             }
         }
     }
+}
+
+/// What the metrics learn of an owner request once parsed: its operation's kind and
+/// the block bytes it carries.
+struct OpInfo {
+    kind: &'static str,
+    written: u64,
 }
 
 /// Flips one bit of a block (testing only).

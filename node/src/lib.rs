@@ -10,12 +10,14 @@
 //! - [`signing`]: the provider key and owner-request authentication.
 //! - [`chain_tasks`]: the chain agent (epoch proofs, disputes, deals, payments).
 //! - [`tamper`]: testing only: zero coded blocks on disk, as a cheating provider would.
+//! - [`metrics`]: Prometheus metrics and the health report (`metrics_listen`).
 //! - [`config`]: the configuration file.
 //! - [`service`]: wiring it all into one running node.
 
 pub mod chain_tasks;
 pub mod config;
 pub mod handler;
+pub mod metrics;
 pub mod service;
 pub mod signing;
 pub mod store;

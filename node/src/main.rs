@@ -17,7 +17,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the node: serve owners and auditors over libp2p and act on chain.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print the node's libp2p peer id (creating its key if needed).
     PeerId {
         /// The data dir.
@@ -70,6 +70,10 @@ struct RunArgs {
     /// of one on-chain proof per deal per epoch.
     #[arg(long)]
     epoch_commitments: bool,
+    /// Serve Prometheus metrics (/metrics) and the health report (/health) over HTTP
+    /// on this address, e.g. 127.0.0.1:9464 (keep it on loopback; off unless set).
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<std::net::SocketAddr>,
     /// Testing only (cargo feature `testing`): cheat on audits (none, wrong-block,
     /// stale-level, other-deal), commit wrong coded blocks (commit-wrong), keep only
     /// half of every coded block, for audits and epoch proofs alike (partial-blocks),
@@ -118,7 +122,7 @@ fn main() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let result = match cli.command {
-        Command::Run(args) => run(args),
+        Command::Run(args) => run(*args),
         Command::PeerId { data_dir } => dpor_proto::net::load_or_create_keypair(&data_dir.join("p2p.key"))
             .map(|k| println!("{}", k.public().to_peer_id()))
             .map_err(anyhow::Error::from),
@@ -176,6 +180,9 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     if args.epoch_commitments {
         config.epoch_commitments = true;
     }
+    if let Some(v) = args.metrics_listen {
+        config.metrics_listen = Some(v);
+    }
     config.validate()?;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("tokio runtime")?;
     rt.block_on(async move {
@@ -185,6 +192,9 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             std::fs::write(f, format!("{addr}\n")).with_context(|| format!("cannot write {}", f.display()))?;
         }
         eprintln!("dpor-node: provider {} listening on {:?}", node.provider, node.addrs);
+        if let Some(a) = node.metrics_addr {
+            eprintln!("dpor-node: metrics on http://{a}/metrics, health on http://{a}/health");
+        }
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("signal handler")?;
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}

@@ -126,6 +126,10 @@ pub struct RunningNode {
     pub addrs: Vec<Multiaddr>,
     /// The provider account.
     pub provider: Address,
+    /// Where `/metrics` and `/health` are served (the bound address), if
+    /// `metrics_listen` is set.
+    pub metrics_addr: Option<std::net::SocketAddr>,
+    metrics_server: Option<dpor_metrics::MetricsServer>,
     server: net::ServerHandle,
     /// Builds deferred runs in the background; stopped when the node stops.
     _builder: crate::store::Builder,
@@ -138,6 +142,9 @@ impl RunningNode {
     pub async fn stop(self) {
         let _ = self.shutdown.send(true);
         let _ = self.agent.await;
+        if let Some(m) = self.metrics_server {
+            m.shutdown().await;
+        }
         self.server.shutdown().await;
     }
 }
@@ -160,6 +167,16 @@ pub async fn start(config: &NodeConfig) -> anyhow::Result<RunningNode> {
         })
             .context("cannot open the store")?,
     );
+    // Metrics (docs/OPERATIONS.md, "Metrics and health"): /health accepts a chain poll
+    // at most ten poll intervals (and at least a minute) old.
+    let metrics = config.metrics_listen.map(|_| {
+        let max_age = Duration::from_millis(config.poll_interval_ms.saturating_mul(10)).max(Duration::from_secs(60));
+        Arc::new(crate::metrics::NodeMetrics::new(max_age))
+    });
+    if let Some(m) = &metrics {
+        let m = m.clone();
+        store.observe_rebuilds(Arc::new(move |c, took| m.rebuilt(c, took)));
+    }
     let builder = crate::store::Builder::start(&store);
     let keypair = net::load_or_create_keypair(&config.data_dir.join("p2p.key")).context("libp2p key")?;
     let key = dpor_chain::parse_key(&config.provider_key_hex()?).context("provider key")?;
@@ -174,6 +191,7 @@ pub async fn start(config: &NodeConfig) -> anyhow::Result<RunningNode> {
     let provider = signer.address();
 
     let listen: Multiaddr = config.listen.parse().with_context(|| format!("bad listen address {:?}", config.listen))?;
+    let chain_client = market.clone();
     let handler = NodeHandler::new(store.clone(), Arc::new(ChainDeals(market.clone())), signer)
         .with_serve_rate(config.serve_rate_bytes_per_sec)
         .with_resize_policy(crate::handler::ResizePolicy {
@@ -187,6 +205,10 @@ pub async fn start(config: &NodeConfig) -> anyhow::Result<RunningNode> {
             tracing::warn!(misbehave = ?config.misbehave, "TESTING ONLY: this node cheats on audits");
         }
         handler.with_misbehavior(config.misbehave)
+    };
+    let handler = match &metrics {
+        Some(m) => handler.with_metrics(m.clone()),
+        None => handler,
     };
     let handler = Arc::new(handler);
     let net_config = NetConfig { request_timeout: Duration::from_secs(config.request_timeout_secs), ..NetConfig::default() };
@@ -221,7 +243,25 @@ pub async fn start(config: &NodeConfig) -> anyhow::Result<RunningNode> {
     let misbehave = config.misbehave;
     #[cfg(not(feature = "testing"))]
     let misbehave = crate::handler::Misbehavior::None;
+    let metrics_server = match (&metrics, config.metrics_listen) {
+        (Some(m), Some(at)) => {
+            let exporter = crate::metrics::NodeExporter {
+                metrics: m.clone(),
+                store: store.clone(),
+                store_dir: config.data_dir.join("store"),
+                market: chain_client,
+                peers: server.connected_peers_counter(),
+            };
+            Some(dpor_metrics::serve(at, Arc::new(exporter)).await.context("metrics_listen")?)
+        }
+        _ => None,
+    };
+    let metrics_addr = metrics_server.as_ref().map(|s| s.local_addr());
     let agent = ChainAgent::new(market, Arc::new(StoreRuns(store, misbehave)), agent_config);
+    let agent = match metrics {
+        Some(m) => agent.with_metrics(m),
+        None => agent,
+    };
     let agent = tokio::spawn(agent.run(rx));
-    Ok(RunningNode { peer_id, addrs, provider, server, _builder: builder, shutdown, agent })
+    Ok(RunningNode { peer_id, addrs, provider, metrics_addr, metrics_server, server, _builder: builder, shutdown, agent })
 }

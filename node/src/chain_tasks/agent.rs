@@ -67,6 +67,10 @@ pub struct ChainAgent {
     /// The last commitment posted: (global epoch, entries, gas, seconds to build).
     pub(crate) last_commit: Option<(u64, u32, u64, f64)>,
     warned_no_signer: bool,
+    /// Where the node's metrics go, if it exports any.
+    pub(crate) metrics: Option<Arc<crate::metrics::NodeMetrics>>,
+    /// Next block to read the market's settling events from (metrics only).
+    pub(crate) ledger_cursor: u64,
 }
 
 impl ChainAgent {
@@ -87,7 +91,18 @@ impl ChainAgent {
             commits: super::commit::CommitTrack { challenge_cursor: from, ..Default::default() },
             last_commit: None,
             warned_no_signer: false,
+            metrics: None,
+            ledger_cursor: from,
         }
+    }
+
+    /// Reports to `metrics` (docs/OPERATIONS.md, "Metrics"): each poll's chain
+    /// reachability (for `/health`), this provider's deals by state, the tokens owed
+    /// and withdrawn, and the settling events of its deals (epochs, disputes,
+    /// challenges, payments, slashes), read from the market's logs each tick.
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::NodeMetrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Runs ticks every `poll_interval` until `shutdown` becomes true (or its sender is
@@ -128,9 +143,15 @@ impl ChainAgent {
             Ok(b) => b,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read the block number");
+                if let Some(m) = &self.metrics {
+                    m.chain_failed(&e.to_string());
+                }
                 return;
             }
         };
+        if let Some(m) = &self.metrics {
+            m.chain_ok(block);
+        }
         let now = match self.market.latest_timestamp().await {
             Ok(t) => t,
             Err(e) => {
@@ -156,8 +177,34 @@ impl ChainAgent {
             self.step_commitments(me, now).await;
         }
         self.step_disputes(now).await;
+        self.step_metrics(block).await;
         if self.config.withdraw {
             self.step_withdraw(me).await;
+        } else if let Some(m) = &self.metrics {
+            match self.market.owed(me).await {
+                Ok(o) => m.set_owed(u128::try_from(o).unwrap_or(u128::MAX)),
+                Err(e) => tracing::warn!(error = %e, "cannot read owed"),
+            }
+        }
+    }
+
+    /// Metrics: the deals-by-state gauge, and the settling events of this provider's
+    /// deals in the blocks up to `block` (once its `DealOpened` logs are read up to
+    /// `block`, so no event of a deal not known yet is passed over).
+    async fn step_metrics(&mut self, block: u64) {
+        let Some(m) = self.metrics.clone() else { return };
+        m.deal_states(self.deals.values().filter_map(|t| t.info.as_ref().map(|i| i.state)));
+        if self.deal_cursor <= block || self.ledger_cursor > block {
+            return;
+        }
+        match self.market.ledger_events(self.ledger_cursor, block).await {
+            Ok(events) => {
+                for ev in events.iter().filter(|ev| self.deals.contains_key(&ev.deal())) {
+                    m.ledger(ev);
+                }
+                self.ledger_cursor = block + 1;
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot read the market's settling events (metrics); retrying next tick"),
         }
     }
 
@@ -185,10 +232,25 @@ impl ChainAgent {
     async fn step_withdraw(&mut self, me: Address) {
         match self.market.owed(me).await {
             Ok(o) if !o.is_zero() => match self.market.withdraw().await {
-                Ok(amount) => tracing::info!(%amount, "withdrew payments (wei)"),
-                Err(e) => tracing::warn!(error = %e, "withdraw failed"),
+                Ok(amount) => {
+                    tracing::info!(%amount, "withdrew payments (wei)");
+                    if let Some(m) = &self.metrics {
+                        m.withdrew(u128::try_from(amount).unwrap_or(u128::MAX));
+                        m.set_owed(u128::try_from(o.saturating_sub(amount)).unwrap_or(u128::MAX));
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "withdraw failed");
+                    if let Some(m) = &self.metrics {
+                        m.set_owed(u128::try_from(o).unwrap_or(u128::MAX));
+                    }
+                }
             },
-            Ok(_) => {}
+            Ok(_) => {
+                if let Some(m) = &self.metrics {
+                    m.set_owed(0);
+                }
+            }
             Err(e) => tracing::warn!(error = %e, "cannot read owed"),
         }
     }

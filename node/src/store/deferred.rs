@@ -212,6 +212,7 @@ impl Store {
     /// fsynced) and records its root there. Returns false if none is left. Holds no
     /// lock of the deal's state while it computes.
     fn build_next(&self, entry: &Deal, finished: &mut BTreeMap<RunId, B256>) -> Result<bool> {
+        let started = std::time::Instant::now();
         let job = {
             let g = rlock(&entry.state);
             let Some(st) = g.as_ref() else { return Ok(false) };
@@ -264,6 +265,7 @@ impl Store {
         self.apply_commit_fault(run, &mut blocks, width);
         let root = runs::write_run_paced(&dir, run, &format, &blocks, runs::Pace::Background)?;
         finished.insert(run, root);
+        self.rebuilt(run, started.elapsed());
         Ok(true)
     }
 

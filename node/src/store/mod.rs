@@ -90,6 +90,7 @@ mod recovery;
 mod resize;
 mod runs;
 mod space;
+mod stats;
 mod u;
 mod upload;
 mod write;
@@ -102,6 +103,7 @@ pub use error::StoreError;
 pub use fault::CommitFault;
 pub use meta::{CosignKind, CosignRecord, DealParams, LastAnswer, Phase, MAX_UNPOSTED_COSIGNS};
 pub use recovery::open_metadata_db;
+pub use stats::{RebuildObserver, SpaceReport};
 
 use alloy_primitives::B256;
 use dpor_core::block::BlockFormat;
@@ -247,6 +249,8 @@ pub struct Store {
     trash: Mutex<Vec<gc::Trash>>,
     /// The deals whose U files are open ([`StoreConfig::open_u_deals`]).
     u_open: Arc<handles::OpenDeals<u::Handles>>,
+    /// Told of every deferred run built (metrics; `stats.rs`).
+    rebuild_observer: stats::ObserverSlot,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

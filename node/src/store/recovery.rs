@@ -62,6 +62,7 @@ pub(crate) fn open(dir: &Path, config: StoreConfig) -> Result<Store> {
         build_signal: Default::default(),
         builders: Default::default(),
         trash: Default::default(),
+        rebuild_observer: Default::default(),
         u_open: Arc::new(super::handles::OpenDeals::new(config.open_u_deals.unwrap_or(super::handles::DEFAULT_OPEN_U_DEALS))),
         config,
     };

@@ -44,6 +44,8 @@ pub trait Handler<Req, Resp>: Send + Sync + 'static {
 pub struct ServerHandle {
     peer_id: PeerId,
     addrs: watch::Receiver<Vec<Multiaddr>>,
+    /// Peers with at least one open connection, kept by the swarm task.
+    peers: Arc<std::sync::atomic::AtomicUsize>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
 }
@@ -58,6 +60,18 @@ impl ServerHandle {
     /// `/tcp/0`). At least one once [`serve`] has returned.
     pub fn listen_addrs(&self) -> Vec<Multiaddr> {
         self.addrs.borrow().clone()
+    }
+
+    /// How many distinct peers have at least one open connection to the server now
+    /// (updated by the swarm task on every connection opened or closed).
+    pub fn connected_peers(&self) -> usize {
+        self.peers.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The shared count behind [`ServerHandle::connected_peers`], for an exporter that
+    /// reads it after the handle is moved (it stays 0 once the server stopped updating it).
+    pub fn connected_peers_counter(&self) -> Arc<std::sync::atomic::AtomicUsize> {
+        self.peers.clone()
     }
 
     /// The first listen address with `/p2p/<peer id>` appended: what a client dials.
@@ -181,10 +195,12 @@ where
 
     let (addrs_tx, addrs_rx) = watch::channel(addrs);
     let (stop_tx, stop_rx) = oneshot::channel();
-    let task = tokio::spawn(run(swarm, handler, addrs_tx, stop_rx));
+    let peers = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let task = tokio::spawn(run(swarm, handler, addrs_tx, peers.clone(), stop_rx));
     Ok(ServerHandle {
         peer_id,
         addrs: addrs_rx,
+        peers,
         stop: Some(stop_tx),
         task: Some(task),
     })
@@ -198,6 +214,7 @@ async fn run<Req, Resp, H>(
     mut swarm: Swarm<Behaviour<Req, Resp>>,
     handler: Arc<H>,
     addrs: watch::Sender<Vec<Multiaddr>>,
+    peers: Arc<std::sync::atomic::AtomicUsize>,
     mut stop: oneshot::Receiver<()>,
 ) where
     Req: Serialize + DeserializeOwned + Send + Sync + 'static,
@@ -248,9 +265,11 @@ async fn run<Req, Resp, H>(
                 }
                 SwarmEvent::ConnectionEstablished { peer_id, endpoint, .. } => {
                     tracing::debug!(%peer_id, addr = %endpoint.get_remote_address(), "connection opened");
+                    peers.store(swarm.connected_peers().count(), std::sync::atomic::Ordering::Relaxed);
                 }
                 SwarmEvent::ConnectionClosed { peer_id, cause, .. } => {
                     tracing::debug!(%peer_id, ?cause, "connection closed");
+                    peers.store(swarm.connected_peers().count(), std::sync::atomic::Ordering::Relaxed);
                 }
                 SwarmEvent::IncomingConnectionError { send_back_addr, error, .. } => {
                     tracing::debug!(%send_back_addr, %error, "incoming connection failed");

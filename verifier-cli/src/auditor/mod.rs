@@ -21,6 +21,7 @@ pub mod record;
 pub mod slash;
 pub mod watch;
 pub mod watch_commit;
+pub mod watch_metrics;
 pub mod withdraw;
 
 use crate::context::Ctx;
@@ -176,6 +177,10 @@ pub enum AuditorCommand {
         /// a public audit recorded on chain per deal per epoch: for thousands of deals.
         #[arg(long)]
         commitments_only: bool,
+        /// Serve the watcher's Prometheus metrics on http://ADDR/metrics while it runs
+        /// (e.g. 127.0.0.1:9465; keep it on loopback). Off unless set.
+        #[arg(long, value_name = "ADDR")]
+        metrics_listen: Option<std::net::SocketAddr>,
     },
 }
 
@@ -230,6 +235,7 @@ pub async fn run(ctx: &Ctx, cmd: AuditorCommand) -> anyhow::Result<Output> {
             max_faults,
             terms,
             commitments_only,
+            metrics_listen,
         } => {
             anyhow::ensure!(all || !deals.is_empty() || !repair.is_empty(), "give --deal ID (repeatable), --all or --repair DIR");
             let args = watch::WatchArgs {
@@ -242,6 +248,7 @@ pub async fn run(ctx: &Ctx, cmd: AuditorCommand) -> anyhow::Result<Output> {
                 repair,
                 repair_options: crate::disperse::repair::RepairOptions { shards: Vec::new(), max_faults, unreachable_epochs, dry_run: false, terms },
                 commitments_only,
+                metrics_listen,
             };
             watch::run(ctx, args).await
         }

@@ -125,11 +125,16 @@ pub struct WatchArgs {
     /// public audit recorded on chain per deal per epoch: what scales to thousands of
     /// deals (an audit record costs ≈ 130k gas each).
     pub commitments_only: bool,
+    /// Serve the watcher's metrics here while it runs ([`super::watch_metrics`]).
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// One log line about `deal` (0: about the account, e.g. a withdrawal; the JSON line
 /// then has no `deal` field).
 pub(crate) fn log(ctx: &Ctx, action: &str, deal: u64, human: String, mut extra: serde_json::Value) {
+    if let Some(m) = super::watch_metrics::get() {
+        m.action(action, &extra);
+    }
     if ctx.json {
         extra["action"] = json!(action);
         if deal != 0 {
@@ -177,6 +182,14 @@ pub async fn run(ctx: &Ctx, args: WatchArgs) -> Result<Output> {
     let market = format!("{:?}", ctx.market.address());
     let mut state = WatchState::load(&args.state, &market)?;
     let params = ctx.market.params().await.context("reading the market's parameters")?;
+    let _metrics = match args.metrics_listen {
+        Some(at) => {
+            let server = super::watch_metrics::start(at).await.context("--metrics-listen")?;
+            eprintln!("watch: metrics on http://{}/metrics", server.local_addr());
+            Some(server)
+        }
+        None => None,
+    };
     let mut actions = 0u64;
     loop {
         let started = std::time::Instant::now();
