@@ -118,10 +118,11 @@ impl BlockFormat {
         }
         out.reserve(self.width());
         out.push(Fp::from(index));
+        // Every element holds 7 bytes (< 2^56 < p): the fast canonical conversion.
         for chunk in block.chunks(BYTES_PER_ELEMENT) {
             let mut b = [0u8; 8];
             b[..chunk.len()].copy_from_slice(chunk);
-            out.push(Fp::from(u64::from_le_bytes(b)));
+            out.push(field::from_canonical(u64::from_le_bytes(b)));
         }
         Ok(())
     }
@@ -182,9 +183,9 @@ impl Default for BlockFormat {
 
 /// Little-endian bytes of a slice of elements (8 bytes each).
 pub fn elements_to_bytes(elements: &[Fp]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(elements.len() * ELEMENT_BYTES);
-    for e in elements {
-        out.extend_from_slice(&field::to_bytes(*e));
+    let mut out = vec![0u8; elements.len() * ELEMENT_BYTES];
+    for (o, e) in out.chunks_exact_mut(ELEMENT_BYTES).zip(elements) {
+        o.copy_from_slice(&field::to_bytes(*e));
     }
     out
 }
@@ -193,20 +194,23 @@ pub fn elements_to_bytes(elements: &[Fp]) -> Vec<u8> {
 /// or a non-canonical element.
 pub fn elements_from_bytes(bytes: &[u8]) -> Result<Vec<Fp>, BlockError> {
     if !bytes.len().is_multiple_of(ELEMENT_BYTES) {
-        return Err(BlockError::CodedLength {
-            got: bytes.len(),
-            expected: bytes.len().next_multiple_of(ELEMENT_BYTES),
-        });
+        return Err(BlockError::CodedLength { got: bytes.len(), expected: bytes.len().next_multiple_of(ELEMENT_BYTES) });
     }
-    bytes
-        .chunks_exact(ELEMENT_BYTES)
-        .enumerate()
-        .map(|(j, c)| {
-            let mut b = [0u8; ELEMENT_BYTES];
-            b.copy_from_slice(c);
-            field::from_bytes(b).ok_or(BlockError::NonCanonical(j))
-        })
-        .collect()
+    let mut out = Vec::with_capacity(bytes.len() / ELEMENT_BYTES);
+    let mut canonical = true;
+    for c in bytes.chunks_exact(ELEMENT_BYTES) {
+        let mut b = [0u8; ELEMENT_BYTES];
+        b.copy_from_slice(c);
+        let v = u64::from_le_bytes(b);
+        canonical &= v < field::MODULUS;
+        out.push(field::from_canonical(v));
+    }
+    if !canonical {
+        // Rare (corrupt input): find the first offending element for the error.
+        let j = bytes.chunks_exact(ELEMENT_BYTES).position(|c| c.try_into().map(u64::from_le_bytes).map_or(true, |v| v >= field::MODULUS));
+        return Err(BlockError::NonCanonical(j.unwrap_or(0)));
+    }
+    Ok(out)
 }
 
 /// How a file of L bytes lies in blocks: n = ⌈L/β⌉ data blocks padded with zero

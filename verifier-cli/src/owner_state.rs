@@ -273,6 +273,11 @@ pub struct OwnerState {
     /// The checksums of the pending runs in memory: (run, size × ρ canonical values).
     #[serde(skip)]
     pub stashed: Vec<(WireRun, Vec<u64>)>,
+    /// The owner's copy of its smallest levels, built by batches beside the node's
+    /// work and taken by checkpoints instead of a replay (memory only; a cache that
+    /// names the state it belongs to: [`crate::owner::local_levels`]).
+    #[serde(skip)]
+    pub local_levels: Option<crate::owner::local_levels::LocalLevels>,
 }
 
 /// What identifies a deal and fixes its code, for [`OwnerState::new`].
@@ -328,6 +333,7 @@ impl OwnerState {
             c_snapshot: None,
             path: None,
             stashed: Vec::new(),
+            local_levels: None,
         }
     }
 

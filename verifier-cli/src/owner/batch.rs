@@ -14,6 +14,7 @@
 //! never checked: no digest references them.
 
 use super::flows::{answer_to_intent, level_sigma, reject, spot_check_at, spot_positions, store_pending_sealed, u_sigma, Misbehaved};
+use super::local_levels::{self, Counters, LocalLevels};
 use crate::node_client::{NodeClient, OwnerAuth, WrittenBatch};
 use crate::owner_state::{sigma_from_u64, sigma_to_u64, OwnerState, Pending, PendingWrite, RunEntry, SIGMA_WIDTH};
 use alloy_primitives::B256;
@@ -150,7 +151,8 @@ pub async fn write_batch_resizing(
                     Some(s) => *s,
                     None => {
                         let sealed = old_sealed.get(index).context("no old leaf for a written index")?;
-                        super::flows::open_u(&keys, &format, *index, sealed).with_context(|| format!("the checksum of block {index} does not open"))?
+                        super::flows::open_u(&keys, &format, *index, sealed)
+                            .with_context(|| format!("the checksum of block {index} does not open"))?
                     }
                 };
                 snap.insert(*index, sigma_to_u64(&at));
@@ -206,12 +208,36 @@ pub async fn write_batch_resizing(
         rejected: None,
     });
     state.persist()?;
+    // The owner's copy of its smallest levels, advanced by this batch's HAdds on a
+    // blocking thread while the node applies the batch (`local_levels`).
+    let local_job = (state.block_cache_levels > 0).then(|| {
+        let prev = LocalLevels::for_state(state.local_levels.take(), state);
+        let start = Counters { write_count: state.write_count, rebuild_count: state.rebuild_count, num_blocks: n };
+        let writes: Vec<(u64, Vec<u8>)> = blocks.iter().map(|(index, block, _, _)| (*index, block.clone())).collect();
+        let keep = state.block_cache_levels;
+        tokio::task::spawn_blocking(move || local_levels::advance(prev, &format, start, &writes, keep, HASHED_LEVELS))
+    });
     let wire: Vec<WireWrite> = blocks
         .into_iter()
         .map(|(index, block, _, sealed)| WireWrite { index, block: ByteBuf::from(block), sealed_u: B256::from(sealed) })
         .collect();
-    let answer = answer_to_intent(state, node.write_batch(auth, nonce, wire).await)?;
+    let (sent, local) = match local_job {
+        Some(job) => {
+            let (sent, local) = tokio::join!(node.write_batch(auth, nonce, wire), job);
+            (sent, Some(local))
+        }
+        None => (node.write_batch(auth, nonce, wire).await, None),
+    };
+    let answer = answer_to_intent(state, sent)?;
     let mut report = finish_write_batch(node, auth, state, answer).await?;
+    // Committed: the copy now belongs to the new state (a failed job leaves none, and
+    // the checkpoint replays from the block cache).
+    match local {
+        Some(Ok(Ok(levels))) => state.local_levels = Some(LocalLevels { at: (state.total_writes(), state.root_u), levels }),
+        Some(Ok(Err(e))) => tracing::debug!("the owner's copy of its levels was not advanced: {e:#}"),
+        Some(Err(e)) => tracing::debug!("the owner's copy of its levels was not advanced: {e}"),
+        None => {}
+    }
     report.sealed_fetched = fetched;
     Ok(report)
 }
@@ -442,17 +468,28 @@ pub async fn verify_deferred(node: &NodeClient, auth: &OwnerAuth<'_>, state: &mu
     for (entry, size) in todo {
         let id = RunId::from(entry.run);
         let level = id.tag.as_level();
-        let local = match level {
-            Some(l) if l < state.block_cache_levels => recompute_level(state, l)?.map(|coded| (l, coded)),
+        // The owner's own version of the run: from its copy of the level (built beside
+        // the batches), or replayed from its block cache.
+        let mine = match level {
+            Some(l) if l < state.block_cache_levels => match LocalLevels::get(state.local_levels.as_ref(), state, l) {
+                Some(lv) => Some(match lv.root {
+                    Some(root) => Recomputed::Root(root),
+                    None => Recomputed::Coded(local_levels::coded_blocks(&format, &lv.elements)?),
+                }),
+                None => recompute_level(state, l)?
+                    .map(|coded| -> anyhow::Result<Recomputed> {
+                        Ok(if l < HASHED_LEVELS { Recomputed::Root(merkle::run_tree(&coded)?.root()) } else { Recomputed::Coded(coded) })
+                    })
+                    .transpose()?,
+            },
             _ => None,
         };
-        let verdict = match local {
-            Some((l, coded)) if l < HASHED_LEVELS => {
+        let verdict = match mine {
+            Some(Recomputed::Root(root)) => {
                 report.recomputed.push(id.to_string());
-                let root = merkle::run_tree(&coded)?.root();
                 check(root == entry.root, || format!("the node's run {id} has root {}, but its blocks give {root}", entry.root))
             }
-            Some((_, coded)) => {
+            Some(Recomputed::Coded(coded)) => {
                 report.leaf_checked.push(id.to_string());
                 report.samples += (state.lambda as usize).min(coded.len());
                 check_leaves(node, state, &entry, &coded).await
@@ -521,6 +558,13 @@ async fn expected_at(
         out[p as usize * RHO..(p as usize + 1) * RHO].copy_from_slice(&sigma);
     }
     Ok(out)
+}
+
+/// The owner's own version of a run it checks: the root of its run tree (levels
+/// below [`HASHED_LEVELS`]), or its coded blocks (checked by the node's leaves).
+enum Recomputed {
+    Root(B256),
+    Coded(Vec<Vec<u8>>),
 }
 
 /// Cached levels from this one up are checked at checkpoints by their leaves rather

@@ -1,5 +1,6 @@
 //! The owner's side: the protocol flows ([`flows`], chain-free; extraction in
-//! [`extract`]; batched writes with deferred checks in [`batch`]; byte-range edits and sync in
+//! [`extract`]; batched writes with deferred checks in [`batch`], the owner's copy of its
+//! smallest levels in [`local_levels`]; byte-range edits and sync in
 //! [`edit`]), crash recovery
 //! ([`recover`]), the secret audit ([`secret_audit`]) and the commands ([`commands`]).
 
@@ -8,6 +9,7 @@ pub mod commands;
 pub mod edit;
 pub mod extract;
 pub mod flows;
+pub mod local_levels;
 pub mod recover;
 pub mod resize;
 pub mod resize_terms;
