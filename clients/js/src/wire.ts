@@ -35,7 +35,17 @@ export function batchLen (itemBytes: number): number {
   return Math.max(1, Math.floor(MAX_BATCH_BYTES / Math.max(1, itemBytes)))
 }
 
-const cbor = new Encoder({ useRecords: false, mapsAsObjects: true, tagUint8Array: false } as ConstructorParameters<typeof Encoder>[0])
+const cbor = new Encoder({ useRecords: false, mapsAsObjects: true, tagUint8Array: false, variableMapSize: true } as ConstructorParameters<typeof Encoder>[0])
+
+/** A frame body: the CBOR of `value` as docs/PROTOCOL.md maps it (maps with text keys, byte strings, no record extension). */
+export function encodeBody (value: unknown): Uint8Array {
+  return cbor.encode(value) as Uint8Array
+}
+
+/** A frame body decoded (byte strings as `Uint8Array`s, maps as objects). */
+export function decodeBody (body: Uint8Array): unknown {
+  return cbor.decode(body)
+}
 
 /** An `Error { code, message }` answer of the node (`code` an `ErrorCode` name such as `UnknownDeal`). */
 export class NodeError extends Error {
@@ -143,7 +153,7 @@ export class NodeClient {
 
   /** Sends one request (a JS value the CBOR mapping encodes) and returns the decoded answer body. */
   async request (req: unknown): Promise<unknown> {
-    const body = cbor.encode(req) as Uint8Array
+    const body = encodeBody(req)
     return this.exchange(concat(u32be(body.length), body))
   }
 
@@ -168,7 +178,7 @@ export class NodeClient {
     if (all.length < 4) throw new Error('the stream ended before the length prefix')
     const len = new DataView(all.buffer, all.byteOffset).getUint32(0)
     if (all.length !== 4 + len) throw new Error(`response frame: prefix says ${len} bytes, got ${all.length - 4}`)
-    return cbor.decode(all.subarray(4))
+    return decodeBody(all.subarray(4))
   }
 
   /** `Status { deal }`: the node's `DealStatus` of the deal, as decoded (snake_case keys). */
