@@ -136,7 +136,8 @@ async fn the_typescript_client_signs_and_audits_as_the_rust_one_does() {
 
         // EIP-712 of the posted digest: the contract's hash, Rust's signature.
         let dj = digest_json(&digest);
-        let (code, j, stderr) = dpor_js(&["sign", "--key-file", key_file, "--chain-id", &chain_id_s, "--market", &address_s, "--digest", &dj]).await;
+        let (code, j, stderr) =
+            dpor_js(&["sign", "--key-file", key_file, "--chain-id", &chain_id_s, "--market", &address_s, "--digest", &dj]).await;
         assert_eq!(code, 0, "{stderr}");
         assert_eq!(j["hash"], json!(hash.to_string()), "the digest hash must be the contract's");
         assert_eq!(j["hash"], json!(market.digest_hash(&digest).await.unwrap().to_string()));
@@ -156,14 +157,44 @@ async fn the_typescript_client_signs_and_audits_as_the_rust_one_does() {
         assert_eq!(rh, market.resize_hash(&first, price, collateral).await.unwrap(), "Rust and the contract agree");
         let (price_s, coll_s) = (price.to_string(), collateral.to_string());
         let fj = digest_json(&first);
-        let args = ["sign", "--key-file", key_file, "--chain-id", &chain_id_s, "--market", &address_s, "--digest", &fj, "--price", &price_s, "--collateral", &coll_s];
+        let args = [
+            "sign",
+            "--key-file",
+            key_file,
+            "--chain-id",
+            &chain_id_s,
+            "--market",
+            &address_s,
+            "--digest",
+            &fj,
+            "--price",
+            &price_s,
+            "--collateral",
+            &coll_s,
+        ];
         let (code, j, stderr) = dpor_js(&args).await;
         assert_eq!(code, 0, "{stderr}");
         assert_eq!(j["hash"], json!(rh.to_string()), "the resize hash must be the contract's");
-        assert_eq!(j["signature"], json!(dpor_chain::sign_digest(&owner_key, rh).unwrap().to_string()), "the resize signature must be Rust's");
+        assert_eq!(
+            j["signature"],
+            json!(dpor_chain::sign_digest(&owner_key, rh).unwrap().to_string()),
+            "the resize signature must be Rust's"
+        );
         // One field changed, another hash (the CLI does not sign a fixed message).
         let other = (collateral + 1).to_string();
-        let args = ["digest-hash", "--chain-id", &chain_id_s, "--market", &address_s, "--digest", &fj, "--price", &price_s, "--collateral", &other];
+        let args = [
+            "digest-hash",
+            "--chain-id",
+            &chain_id_s,
+            "--market",
+            &address_s,
+            "--digest",
+            &fj,
+            "--price",
+            &price_s,
+            "--collateral",
+            &other,
+        ];
         let (code, j, _) = dpor_js(&args).await;
         assert_eq!(code, 0);
         assert_eq!(j["hash"], json!(market.resize_hash(&first, price, collateral + 1).await.unwrap().to_string()));
