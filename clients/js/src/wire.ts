@@ -126,9 +126,15 @@ function variant (resp: unknown): [string, unknown] {
   return [k, o[k]]
 }
 
-/** A client of one or more dpor nodes: one libp2p peer (TCP, Noise, Yamux) that dials them. Call {@link NodeClient.stop} when done. */
+/** How long a request waits for its answer by default: 300 s, as the Rust client (`net::NetConfig`). */
+export const REQUEST_TIMEOUT_MS = 300_000
+
+/** A client of one dpor node: a libp2p peer (TCP, Noise, Yamux) connected to it. Call {@link NodeClient.stop} when done. */
 export class NodeClient {
   private constructor (private readonly libp2p: Libp2p, readonly addr: Multiaddr) {}
+
+  /** Milliseconds a request waits for its whole answer before it fails. */
+  timeoutMs = REQUEST_TIMEOUT_MS
 
   /** Bytes received in answer frames so far (prefixes included). */
   bytesReceived = 0
@@ -159,19 +165,30 @@ export class NodeClient {
 
   /**
    * Sends one whole frame on a new stream, closes the write side, reads the answer
-   * frame and decodes it. Throws if the stream ends early or the answer is over the limit.
+   * frame and decodes it. Throws if the stream ends early, the answer is over the
+   * limit, or it does not come within {@link NodeClient.timeoutMs}.
    */
   async exchange (frame: Uint8Array): Promise<unknown> {
-    const stream = await this.libp2p.dialProtocol(this.addr, PROTOCOL)
-    stream.send(frame)
-    await stream.close() // our write side: the request is complete
+    const signal = AbortSignal.timeout(this.timeoutMs)
+    const stream = await this.libp2p.dialProtocol(this.addr, PROTOCOL, { signal })
+    const onTimeout = (): void => stream.abort(new Error(`no answer from the node within ${this.timeoutMs} ms`))
+    signal.addEventListener('abort', onTimeout)
     const chunks: Uint8Array[] = []
     let got = 0
-    for await (const chunk of stream) {
-      const bytes = chunk instanceof Uint8Array ? chunk : chunk.subarray()
-      chunks.push(bytes)
-      got += bytes.length
-      if (got > 4 + MAX_FRAME_BYTES) throw new Error('response over the frame limit')
+    try {
+      stream.send(frame)
+      await stream.close({ signal }) // our write side: the request is complete
+      for await (const chunk of stream) {
+        const bytes = chunk instanceof Uint8Array ? chunk : chunk.subarray()
+        chunks.push(bytes)
+        got += bytes.length
+        if (got > 4 + MAX_FRAME_BYTES) {
+          stream.abort(new Error('response over the frame limit'))
+          throw new Error('response over the frame limit')
+        }
+      }
+    } finally {
+      signal.removeEventListener('abort', onTimeout)
     }
     this.bytesReceived += got
     const all = concat(...chunks)
