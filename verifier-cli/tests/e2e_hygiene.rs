@@ -6,8 +6,8 @@
 //!   program holds, with the OS's cause;
 //! - bad input to the CLI is refused before anything is paid or stored: `deal open
 //!   --file DIR`, `--samples 0`, `write I EMPTYFILE`;
-//! - a client written in JavaScript from docs/PROTOCOL.md and docs/ENCODING.md alone
-//!   (`clients/js/dpor-read.mjs`: js-libp2p, cbor-x) reads a block from the node and
+//! - a client written in TypeScript from docs/PROTOCOL.md and docs/ENCODING.md alone
+//!   (`@dpor/client`, `clients/js`: js-libp2p, cbor-x; its CLI `dpor-js read`) reads a block from the node and
 //!   verifies it against rootU, and rejects it against any other root; a frame over
 //!   the size limit that it sends whole is answered `TooLarge`, every time.
 //!
@@ -134,15 +134,18 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
-/// Runs the JavaScript client's read; returns (exit code, stdout, stderr).
+/// Runs the TypeScript client's verified read (`dpor-js read`); returns (exit code, stdout, stderr).
 async fn js_read(addr: &str, deal: u64, index: u64, root_u: &str) -> (i32, String, String) {
-    js_run(&[addr, &deal.to_string(), &index.to_string(), root_u]).await
+    js_run(&["read", addr, &deal.to_string(), &index.to_string(), root_u]).await
 }
 
-/// Runs the JavaScript client with `args`; returns (exit code, stdout, stderr).
+/// Runs the TypeScript client's CLI (`clients/js/dist/cli.js`, built by
+/// `npm run build -w @dpor/client`) with `args`; returns (exit code, stdout, stderr).
 async fn js_run(args: &[&str]) -> (i32, String, String) {
+    let cli = repo_root().join("clients/js/dist/cli.js");
+    assert!(cli.is_file(), "{} is missing: run `npm run build -w @dpor/client` at the repository root (script/test does)", cli.display());
     let out = tokio::process::Command::new("node")
-        .arg(repo_root().join("clients/js/dpor-read.mjs"))
+        .arg(cli)
         .args(args)
         .current_dir(repo_root())
         .stdin(Stdio::null())
@@ -200,7 +203,7 @@ async fn a_javascript_client_reads_and_verifies_a_block() {
         // A frame over the limit, sent whole before reading (as js-libp2p clients
         // do), is answered TooLarge every time (a reset stream used to lose it).
         for round in 0..10 {
-            let (code, stdout, stderr) = js_run(&["--too-large", &w.node_addr]).await;
+            let (code, stdout, stderr) = js_run(&["too-large", &w.node_addr]).await;
             assert_eq!(code, 0, "round {round}: no TooLarge answer:\n{stderr}");
             assert!(stdout.contains("\"code\":\"TooLarge\""), "round {round}: {stdout}");
         }
