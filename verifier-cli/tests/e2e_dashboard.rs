@@ -143,7 +143,10 @@ impl Browser {
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
                     let status = self.child.wait().unwrap();
-                    panic!("the browser script ended ({status}) before {tag}:\n{}", std::fs::read_to_string(&self.stderr).unwrap_or_default());
+                    panic!(
+                        "the browser script ended ({status}) before {tag}:\n{}",
+                        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+                    );
                 }
             }
             assert!(
@@ -231,7 +234,8 @@ async fn the_dashboard_shows_a_deal_in_a_real_browser_and_updates_when_an_epoch_
         );
         let cfg = tempfile::tempdir().unwrap();
         let cfg_file = cfg.path().join("node.toml");
-        std::fs::write(&cfg_file, format!("dashboard_listen = \"127.0.0.1:0\"\ndashboard_dir = {:?}\n", dist.display().to_string())).unwrap();
+        std::fs::write(&cfg_file, format!("dashboard_listen = \"127.0.0.1:0\"\ndashboard_dir = {:?}\n", dist.display().to_string()))
+            .unwrap();
         let w = World::start_with(&["--config", cfg_file.to_str().unwrap()]).await;
         let addr = addr_in_log(&w, "dpor-node: dashboard on http://").await;
         assert!(addr.ip().is_loopback(), "{addr}");
@@ -272,8 +276,12 @@ async fn the_dashboard_shows_a_deal_in_a_real_browser_and_updates_when_an_epoch_
         let digests = market.digests(deal, 0).await.unwrap();
         let versions: Vec<u64> = digests.iter().map(|p| p.digest.version).collect();
         assert_eq!(versions, vec![1, 2]);
-        let api_digests: Vec<(u64, String)> =
-            d["digests"].as_array().unwrap().iter().map(|g| (g["version"].as_u64().unwrap(), g["hash"].as_str().unwrap().to_string())).collect();
+        let api_digests: Vec<(u64, String)> = d["digests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| (g["version"].as_u64().unwrap(), g["hash"].as_str().unwrap().to_string()))
+            .collect();
         assert_eq!(api_digests, digests.iter().map(|p| (p.digest.version, format!("{:#x}", p.hash))).collect::<Vec<_>>());
         let audits = market.audits_for_deal(deal, 0).await.unwrap();
         assert_eq!(audits.len(), 1);

@@ -190,24 +190,30 @@ impl Collector {
         let Some(m) = self.deals.get_mut(&id) else { return Ok(()) };
         if m.cursor <= block {
             for p in self.market.digests(id, m.cursor).await? {
-                m.digests.insert(p.digest.version, DigestRow {
-                    version: p.digest.version,
-                    write_count: p.digest.writeCount,
-                    rebuild_count: p.digest.rebuildCount,
-                    num_blocks: p.digest.numBlocks,
-                    hash: format!("{:#x}", p.hash),
-                    block: p.block,
-                });
+                m.digests.insert(
+                    p.digest.version,
+                    DigestRow {
+                        version: p.digest.version,
+                        write_count: p.digest.writeCount,
+                        rebuild_count: p.digest.rebuildCount,
+                        num_blocks: p.digest.numBlocks,
+                        hash: format!("{:#x}", p.hash),
+                        block: p.block,
+                    },
+                );
             }
             for a in self.market.audits_for_deal(id, m.cursor).await? {
-                m.audits.insert(a.audit_id, AuditRow {
-                    id: a.audit_id,
-                    epoch: a.epoch,
-                    version: a.version,
-                    passed: a.passed,
-                    auditor: format!("{:#x}", a.auditor),
-                    block: a.block,
-                });
+                m.audits.insert(
+                    a.audit_id,
+                    AuditRow {
+                        id: a.audit_id,
+                        epoch: a.epoch,
+                        version: a.version,
+                        passed: a.passed,
+                        auditor: format!("{:#x}", a.auditor),
+                        block: a.block,
+                    },
+                );
             }
             for q in self.market.disputes_for_deal(id, m.cursor).await? {
                 m.disputes.entry(q.dispute_id).or_insert(DisputeRow {
@@ -291,28 +297,31 @@ impl Collector {
                     _ => {}
                 }
             }
-            deals.insert(*id, DealRow {
-                id: *id,
-                owner: format!("{:#x}", info.owner),
-                state: state_name(info.state).into(),
-                num_blocks: info.num_blocks,
-                block_size: info.block_size,
-                num_epochs: info.num_epochs,
-                price_per_epoch: info.price_per_epoch.to_string(),
-                digest_version: info.digest_version,
-                write_count: info.write_count,
-                failures: info.failures,
-                open_disputes: info.open_disputes,
-                earned: m.earned.to_string(),
-                slashed: m.slashed.to_string(),
-                epoch0_start: if info.accepted() { params.window(info, 0).start } else { 0 },
-                epoch_seconds: params.epoch_seconds,
-                epochs: cells,
-                epoch_counts: counts,
-                digests: m.digests.values().cloned().collect(),
-                audits: m.audits.values().cloned().collect(),
-                disputes: m.disputes.values().cloned().collect(),
-            });
+            deals.insert(
+                *id,
+                DealRow {
+                    id: *id,
+                    owner: format!("{:#x}", info.owner),
+                    state: state_name(info.state).into(),
+                    num_blocks: info.num_blocks,
+                    block_size: info.block_size,
+                    num_epochs: info.num_epochs,
+                    price_per_epoch: info.price_per_epoch.to_string(),
+                    digest_version: info.digest_version,
+                    write_count: info.write_count,
+                    failures: info.failures,
+                    open_disputes: info.open_disputes,
+                    earned: m.earned.to_string(),
+                    slashed: m.slashed.to_string(),
+                    epoch0_start: if info.accepted() { params.window(info, 0).start } else { 0 },
+                    epoch_seconds: params.epoch_seconds,
+                    epochs: cells,
+                    epoch_counts: counts,
+                    digests: m.digests.values().cloned().collect(),
+                    audits: m.audits.values().cloned().collect(),
+                    disputes: m.disputes.values().cloned().collect(),
+                },
+            );
         }
         let summary = Summary {
             provider: format!("{:#x}", self.me),

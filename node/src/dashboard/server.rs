@@ -118,7 +118,8 @@ impl Drop for DashboardServer {
 /// # Errors
 /// The address cannot be bound.
 pub async fn serve(addr: SocketAddr, app: Router) -> anyhow::Result<DashboardServer> {
-    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("cannot listen for the dashboard on {addr}: {e}"))?;
+    let listener =
+        tokio::net::TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("cannot listen for the dashboard on {addr}: {e}"))?;
     let bound = listener.local_addr()?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
