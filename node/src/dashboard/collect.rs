@@ -4,7 +4,7 @@
 //! `AuditRecorded` and `DisputeOpened` logs, `getDispute` of the disputes not closed,
 //! the settling events for money, `owed`) and what the store holds (space), then
 //! replaces the snapshot whole. Logs are read incrementally (a cursor per kind) and
-//! settled epochs and closed disputes are not read again, so a refresh costs a few
+//! settled epochs, closed disputes and ended deals are not read again, so a refresh costs a few
 //! calls per deal. A failed refresh keeps the previous data and reports its error.
 //!
 //! It reads the chain on its own, apart from the chain agent: the dashboard shows what
@@ -186,6 +186,15 @@ impl Collector {
     }
 
     async fn read_deal(&mut self, id: u64, block: u64, now: u64, params: &MarketParams) -> anyhow::Result<()> {
+        // A deal that ended (completed, terminated, cancelled) with no dispute left
+        // open changes no more: not read again.
+        if let Some(m) = self.deals.get(&id) {
+            let ended =
+                m.info.as_ref().is_some_and(|i| matches!(i.state, DealState::Completed | DealState::Terminated | DealState::Cancelled));
+            if ended && m.disputes.values().all(|q| q.state == "answered" || q.state == "slashed") {
+                return Ok(());
+            }
+        }
         let info = self.market.get_deal(id).await?;
         let Some(m) = self.deals.get_mut(&id) else { return Ok(()) };
         if m.cursor <= block {
