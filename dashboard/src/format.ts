@@ -9,13 +9,19 @@ export function bytes(n: number): string {
     v /= 1024;
     i++;
   }
-  return `${i === 0 ? v : v.toFixed(v < 10 ? 2 : 1)} ${units[i]}`;
+  return `${Number.isInteger(v) ? v : v.toFixed(v < 10 ? 2 : 1)} ${units[i]}`;
 }
 
 /** A base-unit amount (decimal string, may exceed 2^53) with thousands separators. */
 export function amount(s: string): string {
   if (!/^\d+$/.test(s)) return s;
   return s.replace(/\B(?=(\d{3})+(?!\d))/g, "\u202f");
+}
+
+/** A base-unit amount short enough for a card: 16000000000000 → "1.600e13". */
+export function amountShort(s: string): string {
+  if (!/^\d+$/.test(s) || s.length <= 10) return amount(s);
+  return `${s[0]}.${s.slice(1, 4)}e${s.length - 1}`;
 }
 
 /** 0x1234…abcd. */

@@ -1,7 +1,7 @@
 // Rendering of the overview cards, the deals table and the selected deal's detail.
 
 import type { Deal, Summary } from "./api";
-import { amount, bytes, esc, short, time } from "./format";
+import { amount, amountShort, bytes, esc, short, time } from "./format";
 import { strip } from "./strip";
 
 function card(label: string, value: string, sub = "", id = ""): string {
@@ -25,7 +25,12 @@ export function renderCards(s: Summary): void {
     card("Deals", `${total}`, `${active} active`, "deals"),
     card("Epochs", `<span class="ok">${e.proven}</span> / <span class="bad">${e.missed}</span> / <span class="warn">${e.pending}</span>`, "proven / missed / pending", "epochs"),
     card("Stored", esc(bytes(s.space.stored_bytes)), `${s.space.stored_blocks} blocks · ${esc(bytes(s.space.disk_used_bytes))} on disk · ${esc(bytes(s.space.free_bytes))} free`, "space"),
-    card("Earned", esc(amount(s.tokens.earned)), `owed ${esc(amount(s.tokens.owed))} · slashed ${esc(amount(s.tokens.slashed))} (base units)`, "earned"),
+    card(
+      "Earned",
+      `<span title="${esc(amount(s.tokens.earned))}">${esc(amountShort(s.tokens.earned))}</span>`,
+      `owed ${esc(amountShort(s.tokens.owed))} · slashed ${esc(amountShort(s.tokens.slashed))} (token base units)`,
+      "earned",
+    ),
     card("Disputes", `${s.disputes.open} open`, `${s.disputes.answered} answered · ${s.disputes.slashed} lost`, "disputes"),
   ].join("");
 }

@@ -291,9 +291,14 @@ async fn the_dashboard_shows_a_deal_in_a_real_browser_and_updates_when_an_epoch_
         assert_eq!(epochs.len(), info.num_epochs as usize);
         assert_eq!(epochs[..1], chain_epochs(&market, deal, 1).await[..]);
         assert!(epochs[2..].iter().all(|s| s == "future"), "{epochs:?}");
+        let series = api(addr, "/api/series").await;
+        let last = series.as_array().and_then(|v| v.last()).cloned().unwrap_or_default();
+        assert_eq!(last["earned"].as_f64(), Some(info.price_per_epoch as f64), "the series' last sample: {series}");
         let summary = api(addr, "/api/summary").await;
         assert_eq!(summary["provider"], format!("{:#x}", w.provider));
         assert_eq!(summary["space"]["stored_bytes"].as_u64(), Some(info.num_blocks * u64::from(info.block_size)));
+        assert_eq!(summary["tokens"]["earned"], info.price_per_epoch.to_string());
+        assert_eq!(summary["epochs"]["proven"], 1, "{summary}");
 
         // The browser: the page shows the deal as the chain has it.
         let shot = w.path("dashboard.png");

@@ -63,6 +63,12 @@ fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
+/// Unix time in seconds, to the millisecond (the series' x axis: several samples may
+/// fall in one second).
+fn unix_now_ms() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_millis() as f64 / 1000.0)
+}
+
 fn state_name(s: DealState) -> &'static str {
     match s {
         DealState::None => "none",
@@ -135,7 +141,7 @@ impl Collector {
                 let mut s = self.snapshot.write().unwrap_or_else(std::sync::PoisonError::into_inner);
                 let series = std::mem::take(&mut s.series);
                 *s = Snapshot { series, ..fresh };
-                push_sample(&mut s);
+                push_sample(&mut s, unix_now_ms());
             }
             Err(e) => {
                 tracing::warn!(error = %e, "dashboard: cannot refresh from the chain; retrying");
@@ -149,10 +155,10 @@ impl Collector {
         let block = self.market.block_number().await?;
         let now = self.market.latest_timestamp().await?;
         let params = match &self.params {
-            Some(p) => p.clone(),
+            Some(p) => *p,
             None => {
                 let p = self.market.params().await?;
-                self.params = Some(p.clone());
+                self.params = Some(p);
                 p
             }
         };
@@ -364,16 +370,16 @@ fn space_of(store: &Store) -> anyhow::Result<Space> {
 
 /// Appends the snapshot's current values to its series when one changed or
 /// [`SAMPLE_EVERY`] passed since the last sample; keeps at most [`MAX_SAMPLES`].
-fn push_sample(s: &mut Snapshot) {
+fn push_sample(s: &mut Snapshot, t: f64) {
     let num = |x: &str| x.parse::<f64>().unwrap_or(0.0);
-    let t = &s.summary.tokens;
+    let tokens = &s.summary.tokens;
     let sample = Sample {
-        t: s.summary.updated_at,
+        t,
         stored_bytes: s.summary.space.stored_bytes,
         disk_used_bytes: s.summary.space.disk_used_bytes,
-        earned: num(&t.earned),
-        owed: num(&t.owed),
-        slashed: num(&t.slashed),
+        earned: num(&tokens.earned),
+        owed: num(&tokens.owed),
+        slashed: num(&tokens.slashed),
     };
     let same = |a: &Sample| {
         a.stored_bytes == sample.stored_bytes
@@ -383,7 +389,7 @@ fn push_sample(s: &mut Snapshot) {
             && a.slashed == sample.slashed
     };
     if let Some(last) = s.series.back() {
-        if same(last) && sample.t < last.t.saturating_add(SAMPLE_EVERY.as_secs()) {
+        if same(last) && sample.t < last.t + SAMPLE_EVERY.as_secs_f64() {
             return;
         }
     }
@@ -397,30 +403,29 @@ fn push_sample(s: &mut Snapshot) {
 mod tests {
     use super::*;
 
-    fn snap(earned: &str, t: u64) -> Snapshot {
+    fn snap(earned: &str) -> Snapshot {
         let mut s = Snapshot::default();
         s.summary.tokens.earned = earned.into();
-        s.summary.updated_at = t;
         s
     }
 
     /// A sample is kept on change or after SAMPLE_EVERY, not on every refresh.
     #[test]
     fn samples_on_change_or_after_the_interval() {
-        let mut s = snap("0", 100);
-        push_sample(&mut s);
+        let mut s = snap("0");
+        push_sample(&mut s, 100.0);
         let series = std::mem::take(&mut s.series);
-        let mut s = Snapshot { series, ..snap("0", 101) };
-        push_sample(&mut s);
+        let mut s = Snapshot { series, ..snap("0") };
+        push_sample(&mut s, 101.0);
         assert_eq!(s.series.len(), 1, "unchanged within the interval");
         let series = std::mem::take(&mut s.series);
-        let mut s = Snapshot { series, ..snap("5", 102) };
-        push_sample(&mut s);
+        let mut s = Snapshot { series, ..snap("5") };
+        push_sample(&mut s, 101.5);
         assert_eq!(s.series.len(), 2);
         assert_eq!(s.series.back().map(|x| x.earned), Some(5.0));
         let series = std::mem::take(&mut s.series);
-        let mut s = Snapshot { series, ..snap("5", 102 + SAMPLE_EVERY.as_secs()) };
-        push_sample(&mut s);
+        let mut s = Snapshot { series, ..snap("5") };
+        push_sample(&mut s, 101.5 + SAMPLE_EVERY.as_secs_f64());
         assert_eq!(s.series.len(), 3, "unchanged but the interval passed");
     }
 

@@ -239,8 +239,8 @@ pub struct Summary {
 /// Amounts are base units as floats (exact to 2^53, for plotting).
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Sample {
-    /// Wall-clock time, Unix seconds.
-    pub t: u64,
+    /// Wall-clock time, Unix seconds (millisecond precision).
+    pub t: f64,
     /// Data bytes held.
     pub stored_bytes: u64,
     /// Bytes on disk.
