@@ -63,7 +63,7 @@ pub use keys::{parse_key, ANVIL_KEYS};
 pub use manifest_ops::{FileFromLogs, FileRecord, ManifestRegistry, ShardRef};
 pub use sampling::{epoch_block_samples, sample_seed, BlockSample};
 pub use types::{
-    DealInfo, DealOpenedEvent, DealState, DigestInForce, DigestRecord, DisputeInfo, DisputeOpenedEvent, DisputeState,
+    AuditRecordedEvent, DealInfo, DealOpenedEvent, DealState, DigestInForce, DigestRecord, DisputeInfo, DisputeOpenedEvent, DisputeState,
     EpochStatus, EpochWindow, MarketParams, PostedDigest, ProviderInfo,
 };
 pub use verify::{block_proof_from, verify_block_proof, verify_epoch_response, verify_sample_proof, CommittedEpoch};

@@ -6,7 +6,7 @@ use crate::bindings::DporMarket;
 use crate::client::{rpc_err, to_u64, Market};
 use crate::convert::from_chain_digest;
 use crate::error::ChainError;
-use crate::types::{DealOpenedEvent, DisputeOpenedEvent, PostedDigest};
+use crate::types::{AuditRecordedEvent, DealOpenedEvent, DisputeOpenedEvent, PostedDigest};
 use alloy::providers::Provider;
 use alloy::rpc::types::{Filter, Log};
 use alloy_primitives::{Address, B256, U256};
@@ -116,6 +116,28 @@ impl Market {
             .into_iter()
             .filter(|(e, _)| e.auditor == auditor)
             .map(|(e, _)| Ok((to_u64(e.auditId)?, e.passed)))
+            .collect()
+    }
+
+    /// Every audit recorded for `deal_id` (any epoch, any auditor; `AuditRecorded` logs
+    /// from block `from_block` on), oldest first.
+    pub async fn audits_for_deal(&self, deal_id: u64, from_block: u64) -> Result<Vec<AuditRecordedEvent>, ChainError> {
+        let f = Filter::new().topic2(B256::from(U256::from(deal_id))).from_block(from_block);
+        self.logs::<DporMarket::AuditRecorded>("AuditRecorded logs", f)
+            .await?
+            .into_iter()
+            .map(|(e, block)| {
+                Ok(AuditRecordedEvent {
+                    audit_id: to_u64(e.auditId)?,
+                    deal_id: to_u64(e.dealId)?,
+                    epoch: e.epoch,
+                    version: e.version,
+                    passed: e.passed,
+                    transcript_hash: e.transcriptHash,
+                    auditor: e.auditor,
+                    block,
+                })
+            })
             .collect()
     }
 

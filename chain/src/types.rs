@@ -459,3 +459,25 @@ pub struct PostedDigest {
     /// Block the event was mined in.
     pub block: u64,
 }
+
+/// An `AuditRecorded` event: one audit of a deal's epoch recorded on chain (by an
+/// auditor's `recordAudit`, or by a dispute, which records its audit too).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditRecordedEvent {
+    /// The audit id (1-based, market-wide).
+    pub audit_id: u64,
+    /// The deal.
+    pub deal_id: u64,
+    /// The deal epoch audited.
+    pub epoch: u64,
+    /// The digest version the audit checked.
+    pub version: u64,
+    /// Whether every sample verified.
+    pub passed: bool,
+    /// Hash of the audit's transcript.
+    pub transcript_hash: B256,
+    /// Who recorded it.
+    pub auditor: Address,
+    /// Block the event was mined in.
+    pub block: u64,
+}

@@ -66,6 +66,17 @@ pub struct NodeConfig {
     /// `"127.0.0.1:9464"`. No TLS or authentication: keep it on loopback or a private
     /// network. Off unless set.
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Serve the web dashboard (docs/OPERATIONS.md, "Web dashboard") on
+    /// `http://ADDR/`, e.g. `"127.0.0.1:8080"`. Off unless set. An address that is
+    /// not loopback needs `dashboard_token`: the node refuses to start without it.
+    pub dashboard_listen: Option<std::net::SocketAddr>,
+    /// The dashboard's access token (at least 16 characters): with it, every API
+    /// request must carry it (`Authorization: Bearer TOKEN`, or open the page as
+    /// `/?token=TOKEN`). Required when `dashboard_listen` is not loopback.
+    pub dashboard_token: Option<String>,
+    /// The built front end (`npm run build --workspace dashboard` writes
+    /// dashboard/dist). Unset: only the JSON API under `/api/` is served.
+    pub dashboard_dir: Option<PathBuf>,
     /// Testing only (cargo feature `testing`; not a key of a normal build): answer
     /// audits like a cheating node (see `handler::Misbehavior`).
     #[cfg(feature = "testing")]
@@ -107,6 +118,9 @@ impl Default for NodeConfig {
             defer_from_blocks: DEFAULT_DEFER_FROM_BLOCKS,
             epoch_commitments: false,
             metrics_listen: None,
+            dashboard_listen: None,
+            dashboard_token: None,
+            dashboard_dir: None,
             #[cfg(feature = "testing")]
             misbehave: crate::handler::Misbehavior::None,
         }
@@ -121,7 +135,9 @@ impl NodeConfig {
     }
 
     /// Checks the values no type rules out: `poll_interval_ms` at least
-    /// [`MIN_POLL_INTERVAL_MS`], `request_timeout_secs` at least 1.
+    /// [`MIN_POLL_INTERVAL_MS`], `request_timeout_secs` at least 1, a dashboard off
+    /// loopback only with an access token
+    /// ([`crate::dashboard::auth::check_listen`]).
     ///
     /// # Errors
     /// What is wrong, naming the key and the allowed range.
@@ -137,6 +153,9 @@ impl NodeConfig {
         }
         if self.request_timeout_secs == 0 {
             anyhow::bail!("request_timeout_secs = 0: give at least 1 (default 300)");
+        }
+        if let Some(addr) = self.dashboard_listen {
+            crate::dashboard::auth::check_listen(addr, self.dashboard_token.as_deref())?;
         }
         Ok(())
     }
@@ -219,6 +238,21 @@ mod tests {
         let c: NodeConfig = toml::from_str("metrics_listen = \"127.0.0.1:9464\"\n").unwrap();
         assert_eq!(c.metrics_listen, Some("127.0.0.1:9464".parse().unwrap()));
         assert!(toml::from_str::<NodeConfig>("metrics_listen = \"localhost\"\n").is_err());
+    }
+
+    #[test]
+    fn the_dashboard_is_off_by_default_and_needs_a_token_off_loopback() {
+        let d = NodeConfig::default();
+        assert_eq!((d.dashboard_listen, d.dashboard_token.as_deref(), d.dashboard_dir.as_deref()), (None, None, None));
+        let c: NodeConfig = toml::from_str("dashboard_listen = \"127.0.0.1:8080\"\ndashboard_dir = \"dashboard/dist\"\n").unwrap();
+        c.validate().unwrap();
+        let c: NodeConfig = toml::from_str("dashboard_listen = \"0.0.0.0:8080\"\n").unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("dashboard_token") && e.contains("0.0.0.0:8080"), "{e}");
+        let c: NodeConfig = toml::from_str("dashboard_listen = \"0.0.0.0:8080\"\ndashboard_token = \"0123456789abcdef\"\n").unwrap();
+        c.validate().unwrap();
+        let c: NodeConfig = toml::from_str("dashboard_listen = \"127.0.0.1:8080\"\ndashboard_token = \"short\"\n").unwrap();
+        assert!(c.validate().is_err());
     }
 
     #[test]

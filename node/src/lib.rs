@@ -11,11 +11,13 @@
 //! - [`chain_tasks`]: the chain agent (epoch proofs, disputes, deals, payments).
 //! - [`tamper`]: testing only: zero coded blocks on disk, as a cheating provider would.
 //! - [`metrics`]: Prometheus metrics and the health report (`metrics_listen`).
+//! - [`dashboard`]: the read-only web dashboard (`dashboard_listen`).
 //! - [`config`]: the configuration file.
 //! - [`service`]: wiring it all into one running node.
 
 pub mod chain_tasks;
 pub mod config;
+pub mod dashboard;
 pub mod handler;
 pub mod metrics;
 pub mod service;

@@ -74,6 +74,13 @@ struct RunArgs {
     /// on this address, e.g. 127.0.0.1:9464 (keep it on loopback; off unless set).
     #[arg(long, value_name = "ADDR")]
     metrics_listen: Option<std::net::SocketAddr>,
+    /// Serve the web dashboard on this address, e.g. 127.0.0.1:8080 (off unless set;
+    /// an address that is not loopback needs `dashboard_token` in the config file).
+    #[arg(long, value_name = "ADDR")]
+    dashboard_listen: Option<std::net::SocketAddr>,
+    /// The built dashboard front end (dashboard/dist after `npm run build`).
+    #[arg(long, value_name = "DIR")]
+    dashboard_dir: Option<PathBuf>,
     /// Testing only (cargo feature `testing`): cheat on audits (none, wrong-block,
     /// stale-level, other-deal), commit wrong coded blocks (commit-wrong), keep only
     /// half of every coded block, for audits and epoch proofs alike (partial-blocks),
@@ -183,6 +190,12 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(v) = args.metrics_listen {
         config.metrics_listen = Some(v);
     }
+    if let Some(v) = args.dashboard_listen {
+        config.dashboard_listen = Some(v);
+    }
+    if let Some(v) = args.dashboard_dir {
+        config.dashboard_dir = Some(v);
+    }
     config.validate()?;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("tokio runtime")?;
     rt.block_on(async move {
@@ -194,6 +207,9 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         eprintln!("dpor-node: provider {} listening on {:?}", node.provider, node.addrs);
         if let Some(a) = node.metrics_addr {
             eprintln!("dpor-node: metrics on http://{a}/metrics, health on http://{a}/health");
+        }
+        if let Some(a) = node.dashboard_addr {
+            eprintln!("dpor-node: dashboard on http://{a}/");
         }
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("signal handler")?;
         tokio::select! {

@@ -130,6 +130,9 @@ pub struct RunningNode {
     /// `metrics_listen` is set.
     pub metrics_addr: Option<std::net::SocketAddr>,
     metrics_server: Option<dpor_metrics::MetricsServer>,
+    /// Where the web dashboard is served (the bound address), if `dashboard_listen` is set.
+    pub dashboard_addr: Option<std::net::SocketAddr>,
+    dashboard: Option<(crate::dashboard::DashboardServer, tokio::task::JoinHandle<()>)>,
     server: net::ServerHandle,
     /// Builds deferred runs in the background; stopped when the node stops.
     _builder: crate::store::Builder,
@@ -142,6 +145,10 @@ impl RunningNode {
     pub async fn stop(self) {
         let _ = self.shutdown.send(true);
         let _ = self.agent.await;
+        if let Some((d, collector)) = self.dashboard {
+            d.shutdown().await;
+            let _ = collector.await;
+        }
         if let Some(m) = self.metrics_server {
             m.shutdown().await;
         }
@@ -257,11 +264,50 @@ pub async fn start(config: &NodeConfig) -> anyhow::Result<RunningNode> {
         _ => None,
     };
     let metrics_addr = metrics_server.as_ref().map(|s| s.local_addr());
+    let dashboard = match config.dashboard_listen {
+        Some(at) => Some(start_dashboard(config, at, market.clone(), provider, store.clone(), rx.clone()).await?),
+        None => None,
+    };
+    let dashboard_addr = dashboard.as_ref().map(|(d, _)| d.local_addr());
     let agent = ChainAgent::new(market, Arc::new(StoreRuns(store, misbehave)), agent_config);
     let agent = match metrics {
         Some(m) => agent.with_metrics(m),
         None => agent,
     };
     let agent = tokio::spawn(agent.run(rx));
-    Ok(RunningNode { peer_id, addrs, provider, metrics_addr, metrics_server, server, _builder: builder, shutdown, agent })
+    Ok(RunningNode {
+        peer_id,
+        addrs,
+        provider,
+        metrics_addr,
+        metrics_server,
+        dashboard_addr,
+        dashboard,
+        server,
+        _builder: builder,
+        shutdown,
+        agent,
+    })
+}
+
+/// The web dashboard: its front end loaded, its collector started (refreshing every
+/// poll interval, at least every 250 ms, until `shutdown`), its server listening on `at`.
+async fn start_dashboard(
+    config: &NodeConfig,
+    at: std::net::SocketAddr,
+    market: Market,
+    provider: Address,
+    store: Arc<Store>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<(crate::dashboard::DashboardServer, tokio::task::JoinHandle<()>)> {
+    crate::dashboard::auth::check_listen(at, config.dashboard_token.as_deref())?;
+    let assets = config.dashboard_dir.as_deref().map(crate::dashboard::assets::Assets::load).transpose()?.map(Arc::new);
+    let snapshot = crate::dashboard::SharedSnapshot::default();
+    let collector = crate::dashboard::Collector::new(market, provider, store, snapshot.clone(), 0);
+    let interval = Duration::from_millis(config.poll_interval_ms.max(250));
+    let token = config.dashboard_token.as_deref().map(Arc::from);
+    let app = crate::dashboard::server::router(snapshot, token, assets);
+    let server = crate::dashboard::server::serve(at, app).await.context("dashboard_listen")?;
+    tracing::info!(addr = %server.local_addr(), "web dashboard served over HTTP");
+    Ok((server, tokio::spawn(collector.run(interval, shutdown))))
 }
