@@ -21,6 +21,9 @@ use dpor_core::state::{u_records, write_step, RunId, WriteStep};
 use dpor_core::{code, Fp, RunTag};
 use std::collections::BTreeMap;
 
+/// The runs a batch staged, with their roots, in staging order.
+type StagedRuns = Vec<(RunId, alloy_primitives::B256)>;
+
 /// One write of a batch: (index, block of β bytes, σ̃_U of the new block).
 pub type BatchWrite = (u64, Vec<u8>, [u8; 32]);
 
@@ -93,7 +96,7 @@ impl Store {
         let (tx, rx) = std::sync::mpsc::channel::<(RunId, Vec<Fp>)>();
         let (dir, format) = (&st.dir, &st.format);
         let (staged, u_roots) =
-            std::thread::scope(|scope| -> Result<(Vec<(RunId, alloy_primitives::B256)>, Vec<alloy_primitives::B256>)> {
+            std::thread::scope(|scope| -> Result<(StagedRuns, Vec<alloy_primitives::B256>)> {
                 let writer = scope.spawn(move || -> Result<runs::RunWriter<'_>> {
                     let mut w = runs::RunWriter::new(dir, format);
                     for (run, blocks) in rx {
