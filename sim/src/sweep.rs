@@ -115,7 +115,7 @@ pub fn run(dir: &Path) -> anyhow::Result<()> {
     println!("| k-of-n | overhead | unreachable_epochs | files lost per million per year (sim) | closed form | repairs per file-year | repair TB per TB-year |");
     println!("|---|---:|---:|---:|---:|---:|---:|");
     let mut bw: Vec<Series> = Vec::new();
-    for (k, n) in [(2u16, 3u16), (4, 6), (8, 12), (10, 16), (16, 32)] {
+    for (k, n) in [(2u16, 3u16), (4, 6), (8, 12), (10, 16), (12, 24), (16, 32)] {
         let mut pts = Vec::new();
         for ue in [0u64, 1, 3] {
             let mut sc = small();
