@@ -60,6 +60,9 @@ pub struct Outcome {
     pub joins: u64,
     /// Placements retried for lack of a qualifying provider in the owner's view.
     pub placement_retries: u64,
+    /// Files that could not be placed at the start (fewer than n qualifying providers
+    /// in 8 views): they hold no shard and are counted neither lost nor at risk.
+    pub unplaced_files: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -187,6 +190,11 @@ impl Sim {
         sim.schedule_join();
         for f in 0..sim.sc.files {
             let chosen = sim.pick(f, usize::from(sim.sc.n));
+            if chosen.is_empty() {
+                sim.out.unplaced_files += 1;
+                sim.lost[f as usize] = true;
+                continue;
+            }
             for (slot, p) in chosen.into_iter().enumerate() {
                 sim.assign(f, slot as u16, p, false);
             }
@@ -550,6 +558,7 @@ impl Sim {
         let term = (self.sc.deal_epochs.max(1) * self.sc.epoch_seconds.max(1)) as f64;
         let c = self.sc.costs;
         self.out.event_gas += self.deal_area / term * (c.new_deal_gas() + c.claim_epochs_gas) as f64;
+        // Unplaced files are flagged lost at time 0: no file-years, no loss counted.
         let mut fy = 0.0;
         for (i, l) in self.lost.iter().enumerate() {
             fy += if *l { self.lost_at[i] as f64 } else { self.end as f64 } / YEAR;

@@ -105,14 +105,15 @@ impl Summary {
             out.files_lost, out.file_years, self.lost_per_million_year, self.estimate_per_million_year
         ));
         line(format!(
-            "repairs: {} (deal ended {}, faulted {}, unreachable {}; {} of lost data), {:.3} per file-year; placement retries {}",
+            "repairs: {} (deal ended {}, faulted {}, unreachable {}; {} of lost data), {:.3} per file-year; placement retries {}; files not placed {}",
             out.repairs.iter().sum::<u64>(),
             out.repairs[0],
             out.repairs[1],
             out.repairs[2],
             out.repairs_of_lost_data,
             self.repairs_per_file_year,
-            out.placement_retries
+            out.placement_retries,
+            out.unplaced_files
         ));
         line(format!("repair traffic: {:.3} TB per TB of file data per year", self.repair_tb_per_tb_year));
         line(format!("providers: mean {:.0} live, {} joined; mean live deals {:.0}", out.mean_providers, out.joins, out.mean_deals));

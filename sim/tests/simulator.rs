@@ -90,6 +90,7 @@ fn repairs_follow_the_failure_rate() {
 fn a_seed_gives_one_run() {
     let sc = Scenario { providers: 300, files: 3_000, years: 2.0, k: 4, n: 8, ..Scenario::full() };
     let a = simulate(&sc);
+    assert_eq!(a.unplaced_files, 0);
     let b = simulate(&sc);
     assert_eq!(a, b);
     let c = simulate(&Scenario { seed: 2, ..sc });
