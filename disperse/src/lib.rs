@@ -13,6 +13,8 @@
 //!   of a stripe when one data block is written, linearly in the change.
 //! - [`manifest`]: which deal holds which shard (and its digest version), with a
 //!   canonical byte encoding.
+//! - [`policy`]: the owner's decisions: which providers get the shards, when a shard
+//!   needs repair (shared by `dpor repair` / `dpor watch --repair` and the simulator).
 //!
 //! **Layout.** File block b (β bytes, the last one zero-padded) is data block
 //! `b / k` of data shard `b mod k` (round-robin, as RAID-5): stripe s holds file blocks
@@ -27,6 +29,7 @@
 pub mod coder;
 pub mod geometry;
 pub mod manifest;
+pub mod policy;
 
 pub use coder::{CodeError, StripeCoder};
 pub use geometry::{Geometry, GeometryError, ShardIndex};

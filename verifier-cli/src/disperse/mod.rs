@@ -246,16 +246,13 @@ pub async fn run(ctx: &Ctx, cmd: DisperseCommand) -> anyhow::Result<Output> {
         DisperseCommand::FileWrite { data, offset, dir } => file_write(ctx, &dir, offset, &data).await,
         DisperseCommand::FileCheckpoint { dir } => file_checkpoint(ctx, &dir).await,
         DisperseCommand::Fsck { dir } => fsck(ctx, &dir).await,
-        DisperseCommand::Recover { dir, file_id, manifest } => {
-            recover::recover(ctx, &dir, ctx.manifest_address(manifest)?, file_id).await
-        }
+        DisperseCommand::Recover { dir, file_id, manifest } => recover::recover(ctx, &dir, ctx.manifest_address(manifest)?, file_id).await,
         DisperseCommand::Repair { dir, shards, max_faults, unreachable_epochs, dry_run, terms } => {
             let opts = repair::RepairOptions { shards, max_faults, unreachable_epochs, dry_run, terms };
             repair::repair(ctx, &dir, &opts).await
         }
     }
 }
-
 
 /// A [`Ctx`] whose owner state file is `state` (to run the single-deal commands on one shard).
 pub(crate) fn shard_ctx(ctx: &Ctx, state: PathBuf) -> Ctx {
@@ -271,11 +268,12 @@ pub(crate) fn shard_ctx(ctx: &Ctx, state: PathBuf) -> Ctx {
     }
 }
 
-/// Picks `n` providers for shards of `blocks` blocks each: registered, with the stake,
-/// the free capacity, a price ≤ `max_price` and collateral ≥ `min_collateral`; never the
+/// Picks `n` providers for shards of `blocks` blocks each: the registry read, then the
+/// decision is `dpor_disperse::policy::pick_providers` (registered, with the stake, the
+/// free capacity, a price ≤ `max_price` and collateral ≥ `min_collateral`; never the
 /// owner itself, never one in `exclude` (the providers that already hold, or held, a
-/// shard of the file) nor one sharing a peer id with them, never two with one peer id.
-/// Cheapest first (ties by address).
+/// shard of the file) nor one sharing a peer id with them, never two with one peer id;
+/// cheapest first, ties by address).
 pub(crate) async fn pick_providers(
     market: &Market,
     n: usize,
@@ -284,58 +282,41 @@ pub(crate) async fn pick_providers(
     min_collateral: Option<u128>,
     exclude: &[Address],
 ) -> anyhow::Result<Vec<(Address, u128)>> {
+    use dpor_disperse::policy::{self, Candidate, Terms};
     let me = market.account();
     let min_stake = market.min_stake().await?;
-    let mut ok = Vec::new();
-    let mut refused = Vec::new();
     let mut peers = Vec::new();
     for a in exclude {
         if let Ok(p) = market.get_provider(*a).await {
             peers.push(p.peer_id);
         }
     }
+    let mut candidates = Vec::new();
     for a in market.registered_providers(0).await? {
         let p = market.get_provider(a).await?;
-        let why = if Some(a) == me {
-            Some("is the owner".to_string())
-        } else if exclude.contains(&a) {
-            Some("already holds a shard of this file".to_string())
-        } else if !p.registered {
-            Some("is no longer registered".to_string())
-        } else if p.stake < min_stake {
-            Some("has less than the minimum stake".to_string())
-        } else if p.capacity_blocks.saturating_sub(p.used_blocks) < blocks {
-            Some(format!("has {} free blocks, a shard needs {blocks}", p.capacity_blocks.saturating_sub(p.used_blocks)))
-        } else if max_price.is_some_and(|m| p.price_per_block_epoch > m) {
-            Some(format!("asks {} per block per epoch", p.price_per_block_epoch))
-        } else if min_collateral.is_some_and(|m| p.collateral_per_block < m) {
-            Some(format!("locks only {} collateral per block", p.collateral_per_block))
-        } else {
-            None
-        };
-        match why {
-            Some(w) => refused.push(format!("{a} {w}")),
-            None => ok.push((a, p.price_per_block_epoch, p.peer_id)),
+        candidates.push(Candidate {
+            id: a,
+            peer: p.peer_id,
+            registered: p.registered,
+            stake: p.stake,
+            free_blocks: p.capacity_blocks.saturating_sub(p.used_blocks),
+            price: p.price_per_block_epoch,
+            collateral: p.collateral_per_block,
+        });
+    }
+    let terms = Terms { blocks, min_stake, max_price, min_collateral };
+    let peer_refs: Vec<_> = peers.iter().collect();
+    match policy::pick_providers(&candidates, n, &terms, me.as_ref(), exclude, &peer_refs) {
+        Ok(chosen) => Ok(chosen.into_iter().map(|i| (candidates[i].id, candidates[i].price)).collect()),
+        Err(short) => {
+            let refused: Vec<String> = short.refused.iter().map(|(i, why)| format!("{} {why}", candidates[*i].id)).collect();
+            bail!(
+                "only {} registered providers qualify, {n} are needed (one per shard){}",
+                short.chosen,
+                if refused.is_empty() { String::new() } else { format!("; not chosen: {}", refused.join("; ")) }
+            )
         }
     }
-    ok.sort_by(|x, y| x.1.cmp(&y.1).then(x.0.cmp(&y.0)));
-    let mut chosen: Vec<(Address, u128)> = Vec::new();
-    for (a, price, peer) in ok {
-        if peers.contains(&peer) {
-            refused.push(format!("{a} shares a peer id with a provider already chosen or holding a shard"));
-            continue;
-        }
-        peers.push(peer);
-        chosen.push((a, price));
-        if chosen.len() == n {
-            return Ok(chosen);
-        }
-    }
-    bail!(
-        "only {} registered providers qualify, {n} are needed (one per shard){}",
-        chosen.len(),
-        if refused.is_empty() { String::new() } else { format!("; not chosen: {}", refused.join("; ")) }
-    )
 }
 
 /// Waits up to a minute for the provider to accept `deal`.
@@ -375,7 +356,8 @@ pub(crate) async fn check_manifest(market: &Market, registry: Address) -> anyhow
     let not_one = || format!("--manifest {registry} is not a FileManifest contract");
     let has_code = reg.has_code().await.with_context(|| format!("reading the code at {registry}"))?;
     ensure!(has_code, "{}: there is no contract code at that address (give the registry's address, or set DPOR_MANIFEST)", not_one());
-    let bound = reg.market_address().await.with_context(|| format!("{}: its market() view does not answer as a FileManifest's", not_one()))?;
+    let bound =
+        reg.market_address().await.with_context(|| format!("{}: its market() view does not answer as a FileManifest's", not_one()))?;
     ensure!(
         bound == market.address(),
         "--manifest {registry} is the FileManifest of market {bound}, not of this market {}: it would refuse this market's deals",
@@ -385,15 +367,7 @@ pub(crate) async fn check_manifest(market: &Market, registry: Address) -> anyhow
     Ok(())
 }
 
-async fn put(
-    ctx: &Ctx,
-    file: &Path,
-    n: u16,
-    k: u16,
-    dir: &Path,
-    registry: Address,
-    opts: &DealTerms,
-) -> anyhow::Result<Output> {
+async fn put(ctx: &Ctx, file: &Path, n: u16, k: u16, dir: &Path, registry: Address, opts: &DealTerms) -> anyhow::Result<Output> {
     let key = ctx.key()?.clone();
     let started = Instant::now();
     ensure!(!FileDir::path(dir).exists(), "{} already holds a dispersed file", dir.display());
@@ -558,7 +532,12 @@ pub(crate) async fn fetch_shards(
             let r: anyhow::Result<Vec<u8>> = async {
                 let state = OwnerState::load(&path)?;
                 ensure!(state.deal == s.deal, "{} is the state of deal {}, not {}", path.display(), state.deal, s.deal);
-                ensure!(state.pending.is_none(), "shard {} has an unfinished request: run `dpor --state {} status`", s.index, path.display());
+                ensure!(
+                    state.pending.is_none(),
+                    "shard {} has an unfinished request: run `dpor --state {} status`",
+                    s.index,
+                    path.display()
+                );
                 let node = dial(&market, s.provider, timeout).await?;
                 // Verifies every block against the deal's rootU.
                 flows::download(&node, &state, None).await
@@ -574,7 +553,8 @@ pub(crate) async fn fetch_shards(
     }
     let mut got: Vec<Option<Vec<u8>>> = vec![None; record.n as usize];
     let mut have = 0;
-    let mut failed: Vec<String> = skip.iter().map(|i| format!("shard {i}: not asked (being repaired, or behind an unfinished write)")).collect();
+    let mut failed: Vec<String> =
+        skip.iter().map(|i| format!("shard {i}: not asked (being repaired, or behind an unfinished write)")).collect();
     loop {
         let joined = match tokio::time::timeout(ctx.timeout, tasks.join_next()).await {
             Ok(Some(j)) => j,

@@ -37,6 +37,7 @@ use crate::owner_state::{OwnerState, DEFAULT_BLOCK_CACHE_LEVELS, DEFAULT_CACHE_L
 use alloy_primitives::Address;
 use anyhow::{ensure, Context};
 use dpor_chain::DealState;
+use dpor_disperse::policy::{self, Reason, RepairRules};
 use dpor_disperse::{Manifest, ShardEntry, StripeCoder};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -57,6 +58,13 @@ pub struct RepairOptions {
     pub dry_run: bool,
     /// The terms of the new deals.
     pub terms: DealTerms,
+}
+
+impl RepairOptions {
+    /// The thresholds as `dpor_disperse::policy` takes them.
+    pub fn rules(&self) -> RepairRules {
+        RepairRules { max_faults: self.max_faults, unreachable_epochs: self.unreachable_epochs }
+    }
 }
 
 /// Why a shard needs repair.
@@ -116,17 +124,26 @@ impl Health {
     }
 }
 
-/// The health of shard `s` (see the module docs), updating `health`.
-async fn check(ctx: &Ctx, s: &ShardFile, opts: &RepairOptions, health: &mut Health, now: u64, epoch_seconds: u64) -> anyhow::Result<Verdict> {
+/// The health of shard `s` (see the module docs), updating `health`: the chain and the
+/// node read here, the decision by `dpor_disperse::policy` (`chain_reason`, then
+/// `unreachable_due`), the rules the simulator (`dpor-sim`) applies as well.
+async fn check(
+    ctx: &Ctx,
+    s: &ShardFile,
+    opts: &RepairOptions,
+    health: &mut Health,
+    now: u64,
+    epoch_seconds: u64,
+) -> anyhow::Result<Verdict> {
+    let rules = opts.rules();
     if opts.shards.contains(&s.index) {
         return Ok(Verdict::Asked);
     }
     let deal = ctx.market.get_deal(s.deal).await.with_context(|| format!("reading deal {} of shard {}", s.deal, s.index))?;
-    if deal.state != DealState::Active {
-        return Ok(Verdict::DealEnded(deal.state));
-    }
-    if deal.failures > opts.max_faults {
-        return Ok(Verdict::Faulted(deal.failures));
+    match policy::chain_reason(false, deal.state == DealState::Active, deal.failures, &rules) {
+        Some(Reason::DealEnded) => return Ok(Verdict::DealEnded(deal.state)),
+        Some(Reason::Faulted(f)) => return Ok(Verdict::Faulted(f)),
+        Some(Reason::Asked | Reason::Unreachable) | None => {}
     }
     let probe: anyhow::Result<()> = async {
         let node = dial(&ctx.market, s.provider, ctx.timeout).await?;
@@ -142,7 +159,7 @@ async fn check(ctx: &Ctx, s: &ShardFile, opts: &RepairOptions, health: &mut Heal
         Err(e) => {
             let since = *health.unreachable_since.entry(s.index).or_insert(now);
             let why = format!("{e:#}");
-            if now.saturating_sub(since) >= opts.unreachable_epochs.saturating_mul(epoch_seconds) {
+            if policy::unreachable_due(since, now, &rules, epoch_seconds) {
                 Ok(Verdict::Unreachable(why))
             } else {
                 Ok(Verdict::UnreachableGrace(why))
@@ -184,14 +201,19 @@ pub async fn repair(ctx: &Ctx, dir: &Path, opts: &RepairOptions) -> anyhow::Resu
         .shards
         .iter()
         .zip(&verdicts)
-        .map(|(s, v)| json!({"shard": s.index, "deal": s.deal, "provider": s.provider, "verdict": v.describe(), "repair": v.needs_repair()}))
+        .map(
+            |(s, v)| json!({"shard": s.index, "deal": s.deal, "provider": s.provider, "verdict": v.describe(), "repair": v.needs_repair()}),
+        )
         .collect();
     if bad.is_empty() || opts.dry_run {
         lines.push(if bad.is_empty() { "nothing to repair".into() } else { format!("would repair shards {bad:?} (--dry-run)") });
-        return Ok(Output::new(lines.join("\n"), json!({"file_id": file_id, "shards": health_json, "repaired": [], "seconds": started.elapsed().as_secs_f64()})));
+        return Ok(Output::new(
+            lines.join("\n"),
+            json!({"file_id": file_id, "shards": health_json, "repaired": [], "seconds": started.elapsed().as_secs_f64()}),
+        ));
     }
     ensure!(
-        bad.len() <= (record.n - record.k) as usize,
+        policy::can_rebuild(bad.len(), record.k, record.n),
         "{} shards need repair but a {}-of-{} file can rebuild at most {} at once from the others: {}",
         bad.len(),
         record.k,
@@ -213,7 +235,10 @@ pub async fn repair(ctx: &Ctx, dir: &Path, opts: &RepairOptions) -> anyhow::Resu
     // verified against its own deal's rootU): a check of the decoding itself.
     for (j, g) in got.iter().enumerate() {
         if let Some(g) = g {
-            ensure!(rebuilt.get(j).map(|r| &r[..]) == Some(&g[..]), "shard {j} re-encoded differs from the verified shard fetched: the decoding is wrong");
+            ensure!(
+                rebuilt.get(j).map(|r| &r[..]) == Some(&g[..]),
+                "shard {j} re-encoded differs from the verified shard fetched: the decoding is wrong"
+            );
         }
     }
     let rebuild_secs = fetch_started.elapsed().as_secs_f64();
@@ -244,11 +269,16 @@ pub async fn repair(ctx: &Ctx, dir: &Path, opts: &RepairOptions) -> anyhow::Resu
             "shard {i}: rebuilt from {} others and placed with {provider} under deal {deal} (was deal {} with {}); {:.2} s",
             record.k, old.deal, old.provider, secs
         ));
-        repaired.push(json!({"shard": i, "deal": deal, "provider": provider, "old_deal": old.deal, "old_provider": old.provider, "seconds": secs}));
+        repaired.push(
+            json!({"shard": i, "deal": deal, "provider": provider, "old_deal": old.deal, "old_provider": old.provider, "seconds": secs}),
+        );
     }
     write_manifest(dir, &record)?;
     let secs = started.elapsed().as_secs_f64();
-    lines.push(format!("file {file_id}: {} shard(s) repaired in {secs:.2} s (fetch and rebuild {rebuild_secs:.2} s); the manifest on chain follows", repaired.len()));
+    lines.push(format!(
+        "file {file_id}: {} shard(s) repaired in {secs:.2} s (fetch and rebuild {rebuild_secs:.2} s); the manifest on chain follows",
+        repaired.len()
+    ));
     Ok(Output::new(
         lines.join("\n"),
         json!({"file_id": file_id, "shards": health_json, "repaired": repaired, "rebuild_seconds": rebuild_secs, "seconds": secs, "file_bytes": record.file_bytes}),
