@@ -50,8 +50,10 @@ pub trait Exporter: Send + Sync + 'static {
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     /// The address could not be bound (in use, not local, no permission).
-    #[error("cannot listen for metrics on {addr}: {source}")]
+    #[error("cannot listen for {what} on {addr}: {source}")]
     Bind {
+        /// What the server serves ("metrics", "dashboard").
+        what: &'static str,
         /// The address asked for.
         addr: SocketAddr,
         /// The OS error.
@@ -59,15 +61,20 @@ pub enum ServeError {
     },
 }
 
-/// A running metrics server; dropping it (or [`MetricsServer::shutdown`]) stops it.
+/// A running HTTP server (axum) on one address: the metrics server of [`serve`], or any
+/// router [`serve_router`] serves (the node's dashboard); dropping it (or
+/// [`HttpServer::shutdown`]) stops it.
 #[derive(Debug)]
-pub struct MetricsServer {
+pub struct HttpServer {
     addr: SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
 
-impl MetricsServer {
+/// The metrics server of [`serve`].
+pub type MetricsServer = HttpServer;
+
+impl HttpServer {
     /// The bound address (the real port when port 0 was asked for).
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
@@ -84,7 +91,7 @@ impl MetricsServer {
     }
 }
 
-impl Drop for MetricsServer {
+impl Drop for HttpServer {
     fn drop(&mut self) {
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
@@ -151,28 +158,29 @@ pub async fn serve(
     addr: SocketAddr,
     exporter: Arc<dyn Exporter>,
 ) -> Result<MetricsServer, ServeError> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|source| ServeError::Bind { addr, source })?;
-    let bound = listener
-        .local_addr()
-        .map_err(|source| ServeError::Bind { addr, source })?;
+    let server = serve_router(addr, router(exporter), "metrics").await?;
+    tracing::info!(addr = %server.local_addr(), "metrics and health served over HTTP");
+    Ok(server)
+}
+
+/// Listens on `addr` and serves `app` (HTTP/1, graceful shutdown) until the handle is
+/// shut down or dropped; `what` names the server in its log lines.
+///
+/// # Errors
+/// [`ServeError::Bind`] if the address cannot be bound.
+pub async fn serve_router(addr: SocketAddr, app: axum::Router, what: &'static str) -> Result<HttpServer, ServeError> {
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { what, addr, source })?;
+    let bound = listener.local_addr().map_err(|source| ServeError::Bind { what, addr, source })?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let app = router(exporter);
     let task = tokio::spawn(async move {
         let server = axum::serve(listener, app).with_graceful_shutdown(async move {
             let _ = stopped.await;
         });
         if let Err(e) = server.await {
-            tracing::warn!(error = %e, "metrics server stopped");
+            tracing::warn!(error = %e, server = what, "HTTP server stopped");
         }
     });
-    tracing::info!(addr = %bound, "metrics and health served over HTTP");
-    Ok(MetricsServer {
-        addr: bound,
-        stop: Some(stop),
-        task: Some(task),
-    })
+    Ok(HttpServer { addr: bound, stop: Some(stop), task: Some(task) })
 }
 
 /// Errors of [`get`].

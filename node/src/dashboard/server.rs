@@ -80,57 +80,15 @@ pub fn router(snapshot: SharedSnapshot, token: Option<Arc<str>>, assets: Option<
     })
 }
 
-/// A running dashboard server; dropping it (or [`DashboardServer::shutdown`]) stops it.
-#[derive(Debug)]
-pub struct DashboardServer {
-    addr: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl DashboardServer {
-    /// The bound address (the real port when port 0 was asked for).
-    pub fn local_addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// Stops accepting, lets requests in flight finish, and waits for the server task.
-    pub async fn shutdown(mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.task.take() {
-            let _ = t.await;
-        }
-    }
-}
-
-impl Drop for DashboardServer {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-    }
-}
+/// A running dashboard server; dropping it (or its `shutdown`) stops it.
+pub type DashboardServer = dpor_metrics::HttpServer;
 
 /// Listens on `addr` and serves `app` until the handle is shut down or dropped.
 ///
 /// # Errors
 /// The address cannot be bound.
 pub async fn serve(addr: SocketAddr, app: Router) -> anyhow::Result<DashboardServer> {
-    let listener =
-        tokio::net::TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("cannot listen for the dashboard on {addr}: {e}"))?;
-    let bound = listener.local_addr()?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-            let _ = stopped.await;
-        });
-        if let Err(e) = server.await {
-            tracing::warn!(error = %e, "dashboard server stopped");
-        }
-    });
-    Ok(DashboardServer { addr: bound, stop: Some(stop), task: Some(task) })
+    Ok(dpor_metrics::serve_router(addr, app, "the dashboard").await?)
 }
 
 #[cfg(test)]
