@@ -64,6 +64,6 @@ pub use manifest_ops::{FileFromLogs, FileRecord, ManifestRegistry, ShardRef};
 pub use sampling::{epoch_block_samples, sample_seed, BlockSample};
 pub use types::{
     AuditRecordedEvent, DealInfo, DealOpenedEvent, DealState, DigestInForce, DigestRecord, DisputeInfo, DisputeOpenedEvent, DisputeState,
-    EpochStatus, EpochWindow, MarketParams, PostedDigest, ProviderInfo,
+    EpochStatus, EpochWindow, MarketParams, PostedDigest, PostingSignatures, ProviderInfo,
 };
 pub use verify::{block_proof_from, verify_block_proof, verify_epoch_response, verify_sample_proof, CommittedEpoch};

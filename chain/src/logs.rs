@@ -6,44 +6,85 @@ use crate::bindings::DporMarket;
 use crate::client::{rpc_err, to_u64, Market};
 use crate::convert::from_chain_digest;
 use crate::error::ChainError;
-use crate::types::{AuditRecordedEvent, DealOpenedEvent, DisputeOpenedEvent, PostedDigest};
+use crate::types::{AuditRecordedEvent, DealOpenedEvent, DisputeOpenedEvent, PostedDigest, PostingSignatures};
 use alloy::providers::Provider;
 use alloy::rpc::types::{Filter, Log};
 use alloy_primitives::{Address, B256, U256};
-use alloy_sol_types::SolEvent;
+use alloy_sol_types::{SolCall, SolEvent};
 use dpor_core::digest::Digest;
 
 impl Market {
     pub(crate) async fn logs<E: SolEvent>(&self, what: &'static str, filter: Filter) -> Result<Vec<(E, u64)>, ChainError> {
+        Ok(self.logs_with_tx(what, filter).await?.into_iter().map(|(e, block, _)| (e, block)).collect())
+    }
+
+    /// As [`Market::logs`], with each log's transaction hash.
+    async fn logs_with_tx<E: SolEvent>(&self, what: &'static str, filter: Filter) -> Result<Vec<(E, u64, Option<B256>)>, ChainError> {
         let filter = filter.address(self.address()).event_signature(E::SIGNATURE_HASH);
         let logs: Vec<Log> = self.stats.note(self.provider.get_logs(&filter).await.map_err(|e| rpc_err(what, e)))?;
         logs.iter()
             .map(|l| {
                 let decoded = l.log_decode::<E>().map_err(|e| ChainError::Decode(format!("{what}: {e}")))?;
-                Ok((decoded.inner.data, l.block_number.unwrap_or(0)))
+                Ok((decoded.inner.data, l.block_number.unwrap_or(0), l.transaction_hash))
             })
             .collect()
+    }
+
+    /// The signatures the digest posted by transaction `tx` was posted with, decoded
+    /// from its calldata. `None` if the transaction is unknown, was not sent to this
+    /// market directly, or is neither a `postDigest` nor a `resizeDeal` (e.g. a call
+    /// through a multicall or a smart account: the signatures are then not in the
+    /// top-level calldata).
+    ///
+    /// # Errors
+    /// [`ChainError`] on an RPC failure.
+    pub async fn posting_signatures(&self, tx: B256) -> Result<Option<PostingSignatures>, ChainError> {
+        /// The two fields of `eth_getTransactionByHash` read here.
+        #[derive(Debug, serde::Deserialize)]
+        struct TxFields {
+            to: Option<Address>,
+            input: alloy_primitives::Bytes,
+        }
+        let got: Option<TxFields> = self.stats.note(
+            self.provider.raw_request("eth_getTransactionByHash".into(), (tx,)).await.map_err(|e| rpc_err("eth_getTransactionByHash", e)),
+        )?;
+        let Some(t) = got else { return Ok(None) };
+        if t.to != Some(self.address()) {
+            return Ok(None);
+        }
+        if let Ok(c) = DporMarket::postDigestCall::abi_decode(&t.input) {
+            return Ok(Some(PostingSignatures {
+                digest: from_chain_digest(&c.d),
+                owner_sig: c.ownerSig.to_vec(),
+                provider_sig: c.providerSig.to_vec(),
+                resize: None,
+            }));
+        }
+        if let Ok(c) = DporMarket::resizeDealCall::abi_decode(&t.input) {
+            return Ok(Some(PostingSignatures {
+                digest: from_chain_digest(&c.d),
+                owner_sig: c.ownerSig.to_vec(),
+                provider_sig: c.providerSig.to_vec(),
+                resize: Some((c.pricePerEpoch, c.collateral)),
+            }));
+        }
+        Ok(None)
     }
 
     /// Every digest posted for `deal_id` from block `from_block` on, oldest first.
     pub async fn digests(&self, deal_id: u64, from_block: u64) -> Result<Vec<PostedDigest>, ChainError> {
         let f = Filter::new().topic1(B256::from(U256::from(deal_id))).from_block(from_block);
-        let evs = self.logs::<DporMarket::DigestPosted>("DigestPosted logs", f).await?;
+        let evs = self.logs_with_tx::<DporMarket::DigestPosted>("DigestPosted logs", f).await?;
         Ok(evs
             .into_iter()
-            .map(|(e, block)| PostedDigest { digest: from_chain_digest(&e.digest), hash: e.digestHash, block })
+            .map(|(e, block, tx)| PostedDigest { digest: from_chain_digest(&e.digest), hash: e.digestHash, block, tx })
             .collect())
     }
 
     /// The latest digest posted for `deal_id` (the one proofs are checked against) and
     /// its hash, from the `DigestPosted` logs; `None` if none was posted.
     pub async fn latest_digest(&self, deal_id: u64) -> Result<Option<(Digest, B256)>, ChainError> {
-        Ok(self
-            .digests(deal_id, 0)
-            .await?
-            .into_iter()
-            .max_by_key(|p| p.digest.version)
-            .map(|p| (p.digest, p.hash)))
+        Ok(self.digests(deal_id, 0).await?.into_iter().max_by_key(|p| p.digest.version).map(|p| (p.digest, p.hash)))
     }
 
     /// The preimage of digest hash `hash` of deal `deal_id` (e.g. the digest a dispute
@@ -99,18 +140,9 @@ impl Market {
 
     /// The audit records `auditor` made for epoch `epoch` of `deal_id` (`AuditRecorded`
     /// logs from `from_block`; disputes record their audit too): (audit id, passed).
-    pub async fn audits_by(
-        &self,
-        deal_id: u64,
-        epoch: u64,
-        auditor: Address,
-        from_block: u64,
-    ) -> Result<Vec<(u64, bool)>, ChainError> {
+    pub async fn audits_by(&self, deal_id: u64, epoch: u64, auditor: Address, from_block: u64) -> Result<Vec<(u64, bool)>, ChainError> {
         // AuditRecorded(auditId indexed, dealId indexed, epoch indexed, …, auditor).
-        let f = Filter::new()
-            .topic2(B256::from(U256::from(deal_id)))
-            .topic3(B256::from(U256::from(epoch)))
-            .from_block(from_block);
+        let f = Filter::new().topic2(B256::from(U256::from(deal_id))).topic3(B256::from(U256::from(epoch))).from_block(from_block);
         self.logs::<DporMarket::AuditRecorded>("AuditRecorded logs", f)
             .await?
             .into_iter()

@@ -458,6 +458,25 @@ pub struct PostedDigest {
     pub hash: B256,
     /// Block the event was mined in.
     pub block: u64,
+    /// The transaction that posted it (`None` if the RPC did not say).
+    pub tx: Option<B256>,
+}
+
+/// The signatures a digest was posted with, read back from the posting transaction's
+/// calldata ([`crate::Market::posting_signatures`]): `postDigest` (both parties signed
+/// the digest's EIP-712 hash) or `resizeDeal` (they signed the resize's hash, with its
+/// new price and collateral).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostingSignatures {
+    /// The digest in the calldata.
+    pub digest: dpor_core::digest::Digest,
+    /// The owner's signature, as sent (65 bytes r ‖ s ‖ v for an EOA).
+    pub owner_sig: Vec<u8>,
+    /// The provider's signature, as sent.
+    pub provider_sig: Vec<u8>,
+    /// For a `resizeDeal`: the new price per epoch and collateral (base units) that the
+    /// signatures cover too; `None` for a `postDigest`.
+    pub resize: Option<(u128, u128)>,
 }
 
 /// An `AuditRecorded` event: one audit of a deal's epoch recorded on chain (by an

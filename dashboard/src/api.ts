@@ -17,8 +17,16 @@ export interface DigestRow {
   write_count: number;
   rebuild_count: number;
   num_blocks: number;
+  /** The EIP-712 hash the contract stored (from `DigestPosted`). */
   hash: string;
   block: number;
+  root_u: string;
+  root_c: string;
+  level_roots: string[];
+  /** The owner's signature it was posted with (null: not readable from the posting transaction). */
+  owner_sig: string | null;
+  /** Set when it was posted by `resizeDeal` (the signatures cover the resize). */
+  resize: { price_per_epoch: string; collateral: string } | null;
 }
 
 export interface AuditRow {

@@ -4,6 +4,7 @@
 import "./style.css";
 import * as api from "./api";
 import { initPlots, updatePlots } from "./plots";
+import { checkDigests } from "./verify";
 import { renderCards, renderDeals, renderDetail, renderHeader } from "./view";
 
 const REFRESH_MS = 2000;
@@ -19,7 +20,8 @@ async function refresh(): Promise<void> {
   renderCards(summary);
   const chosen = selectedFromHash() ?? (deals.length ? deals[deals.length - 1].id : null);
   renderDeals(deals, chosen);
-  renderDetail(chosen !== null && deals.some((d) => d.id === chosen) ? await api.deal(chosen) : null);
+  const detail = chosen !== null && deals.some((d) => d.id === chosen) ? await api.deal(chosen) : null;
+  renderDetail(detail, detail ? await checkDigests(detail, summary.chain_id, summary.market) : new Map());
   updatePlots(series);
   document.body.dataset.loaded = "true";
 }

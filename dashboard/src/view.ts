@@ -3,6 +3,7 @@
 import type { Deal, Summary } from "./api";
 import { amount, amountShort, bytes, esc, short, time } from "./format";
 import { strip } from "./strip";
+import type { DigestCheck } from "./verify";
 
 function card(label: string, value: string, sub = "", id = ""): string {
   return `<div class="card"${id ? ` data-card="${id}"` : ""}><div class="label">${esc(label)}</div><div class="value">${value}</div><div class="sub">${sub}</div></div>`;
@@ -57,14 +58,25 @@ export function renderDeals(list: Deal[], selected: number | null): void {
     .join("");
 }
 
-export function renderDetail(d: Deal | null): void {
+/** The digest row's computed-hash and owner-signature cells. */
+function checkCells(c: DigestCheck | undefined): string {
+  if (!c) return `<td class="muted">…</td><td class="muted">…</td>`;
+  const verdict = c.verified ? `<span class="ok">verified</span>` : `<span class="bad">not verified</span>`;
+  return `<td data-field="computed-hash" data-hash="${esc(c.hash)}" class="${c.hashMatches ? "ok" : "bad"}"><code title="${esc(c.hash)}">${esc(short(c.hash))}</code></td>
+    <td data-field="owner-sig" data-verified="${c.verified}" title="${esc(c.reason || `signed by the owner ${c.signer ?? ""}`)}">${verdict}</td>`;
+}
+
+export function renderDetail(d: Deal | null, checks: Map<number, DigestCheck> = new Map()): void {
   const el = document.getElementById("detail")!;
   el.hidden = d === null;
   if (!d) return;
   const digests = (d.digests ?? [])
     .slice()
     .reverse()
-    .map((g) => `<tr><td>v${g.version}</td><td>${g.num_blocks}</td><td>${g.write_count}</td><td>${g.rebuild_count}</td><td><code title="${esc(g.hash)}">${esc(short(g.hash))}</code></td><td>${g.block}</td></tr>`)
+    .map(
+      (g) =>
+        `<tr data-version="${g.version}"><td>v${g.version}${g.resize ? " (resize)" : ""}</td><td>${g.num_blocks}</td><td>${g.write_count}</td><td>${g.rebuild_count}</td><td data-field="chain-hash"><code title="${esc(g.hash)}">${esc(short(g.hash))}</code></td>${checkCells(checks.get(g.version))}<td>${g.block}</td></tr>`,
+    )
     .join("");
   const audits = (d.audits ?? [])
     .slice()
@@ -85,7 +97,7 @@ export function renderDetail(d: Deal | null): void {
     <p class="legend"><span class="cell proven"></span> proven <span class="cell missed"></span> missed
       <span class="cell challenged"></span> challenged <span class="cell pending"></span> pending <span class="cell future"></span> not started</p>
     <div class="cols">
-      <div><h3>Digest history</h3><table data-table="digests"><thead><tr><th>Version</th><th>N</th><th>t</th><th>Rebuilds</th><th>Hash</th><th>Block</th></tr></thead><tbody>${digests || none(6, "digests")}</tbody></table></div>
+      <div><h3>Digest history</h3><table data-table="digests"><thead><tr><th>Version</th><th>N</th><th>t</th><th>Rebuilds</th><th title="as the contract stored it">Hash (chain)</th><th title="EIP-712, computed in this page with @dpor/client">Hash (page)</th><th title="the owner's signature recovers to the deal's owner">Owner signature</th><th>Block</th></tr></thead><tbody>${digests || none(8, "digests")}</tbody></table></div>
       <div><h3>Audits</h3><table data-table="audits"><thead><tr><th>Id</th><th>Epoch</th><th>Digest</th><th>Result</th><th>Auditor</th><th>Block</th></tr></thead><tbody>${audits || none(6, "audits")}</tbody></table></div>
     </div>
     <h3>Disputes</h3>

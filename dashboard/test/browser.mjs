@@ -5,7 +5,9 @@
 //
 // Starts Debian's Chromium (/usr/bin/chromium, or $DPOR_CHROMIUM) headless through
 // playwright-core, opens URL, waits for deal DEAL's row and prints
-//   SHOWN {json}      what the page shows of the deal (state, size, epoch cells, digest)
+//   SHOWN {json}      what the page shows of the deal (state, size, epoch cells, digest,
+//                     and per digest the EIP-712 hash the page computed with @dpor/client
+//                     and whether the owner's signature verified)
 // then reads lines from stdin: "proven E" makes it wait (without reloading the page)
 // until epoch E of the deal shows as proven in the table and in the detail strip, then
 // it saves a screenshot to SCREENSHOT and prints
@@ -61,6 +63,14 @@ async function shown(page) {
       row_epochs: cells(row),
       detail_epochs: cells(document.querySelector(`#detail .strip[data-deal="${id}"]`)),
       digest_rows: document.querySelectorAll('#detail table[data-table="digests"] tbody tr').length,
+      // Per digest: the EIP-712 hash the page computed with @dpor/client and whether
+      // the owner's signature recovered to the deal's owner.
+      digest_checks: [...document.querySelectorAll('#detail table[data-table="digests"] tbody tr[data-version]')].map((tr) => ({
+        version: Number(tr.dataset.version),
+        computed_hash: tr.querySelector('[data-field="computed-hash"]')?.dataset.hash ?? null,
+        verified: tr.querySelector('[data-field="owner-sig"]')?.dataset.verified ?? null,
+        shown: tr.querySelector('[data-field="owner-sig"]')?.textContent?.trim() ?? null,
+      })),
       cards: document.querySelector('[data-card="epochs"] .value')?.textContent ?? null,
       marker: window.__dporMarker ?? null,
     };

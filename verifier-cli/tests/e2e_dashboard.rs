@@ -283,6 +283,16 @@ async fn the_dashboard_shows_a_deal_in_a_real_browser_and_updates_when_an_epoch_
             .map(|g| (g["version"].as_u64().unwrap(), g["hash"].as_str().unwrap().to_string()))
             .collect();
         assert_eq!(api_digests, digests.iter().map(|p| (p.digest.version, format!("{:#x}", p.hash))).collect::<Vec<_>>());
+        // The whole digest and the owner's signature (from the posting transaction), for
+        // the page to hash and verify.
+        for (g, p) in d["digests"].as_array().unwrap().iter().zip(&digests) {
+            assert_eq!(g["root_u"], format!("{:#x}", p.digest.rootU), "{g}");
+            assert_eq!(g["root_c"], format!("{:#x}", p.digest.rootC), "{g}");
+            let levels: Vec<String> = p.digest.levelRoots.iter().map(|r| format!("{r:#x}")).collect();
+            assert_eq!(g["level_roots"], serde_json::json!(levels), "{g}");
+            assert!(g["owner_sig"].as_str().is_some_and(|s| s.len() == 2 + 130), "a 65-byte owner signature: {g}");
+            assert!(g["resize"].is_null(), "{g}");
+        }
         let audits = market.audits_for_deal(deal, 0).await.unwrap();
         assert_eq!(audits.len(), 1);
         assert_eq!(d["audits"][0]["id"].as_u64(), Some(audits[0].audit_id));
@@ -309,6 +319,22 @@ async fn the_dashboard_shows_a_deal_in_a_real_browser_and_updates_when_an_epoch_
         assert_eq!(shown["size"], format!("{} × 4 KiB", info.num_blocks), "{shown}");
         assert_eq!(shown["digest"], format!("v{} (t = {})", info.digest_version, info.write_count), "{shown}");
         assert_eq!(shown["digest_rows"], 2, "{shown}");
+        // Each digest's EIP-712 hash, computed in the page by @dpor/client, is the one
+        // the contract stored (getDigestRecord) and computes (its digestHash view), and
+        // the owner's signature recovered to the deal's owner.
+        let checks = shown["digest_checks"].as_array().unwrap();
+        assert_eq!(checks.len(), 2, "{shown}");
+        for p in &digests {
+            let c = checks
+                .iter()
+                .find(|c| c["version"].as_u64() == Some(p.digest.version))
+                .unwrap_or_else(|| panic!("v{}: {shown}", p.digest.version));
+            let stored = market.digest_record(deal, p.digest.version).await.unwrap().digest_hash;
+            assert_eq!(market.digest_hash(&p.digest).await.unwrap(), stored);
+            assert_eq!(c["computed_hash"], format!("{stored:#x}"), "v{}: {shown}", p.digest.version);
+            assert_eq!(c["verified"], "true", "v{}: {shown}", p.digest.version);
+            assert_eq!(c["shown"], "verified", "v{}: {shown}", p.digest.version);
+        }
         let row: Vec<String> = shown["row_epochs"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect();
         assert_eq!(row.len(), info.num_epochs as usize, "{shown}");
         assert_eq!(row[0], "proven", "{shown}");

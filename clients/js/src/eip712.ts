@@ -4,7 +4,10 @@
 // `resizeDeal`. Signatures are 65 bytes r ‖ s ‖ v (v = 27/28) over the signing hash,
 // as `dpor` and `dpor-node` produce them (deterministic ECDSA, RFC 6979: the same
 // key and message give the same bytes in Rust and here).
-import { hashTypedData, type Address, type Hex, type LocalAccount } from 'viem'
+//
+// This module imports viem only (no Node.js module): a web page can import it alone as
+// `@dpor/client/eip712` (the dashboard does), without the libp2p parts of the index.
+import { hashTypedData, recoverTypedDataAddress, type Address, type Hex, type LocalAccount } from 'viem'
 
 /** A provider's whole state at one moment (Solidity `struct Digest`; ENCODING §5). */
 export interface Digest {
@@ -96,6 +99,26 @@ export async function signResize (account: LocalAccount, r: Resize, chainId: num
     types: eip712Types,
     primaryType: 'Resize',
     message: { digest: digestMessage(r.digest), pricePerEpoch: r.pricePerEpoch, collateral: r.collateral }
+  })
+}
+
+/**
+ * The address whose key made `signature` (65 bytes r ‖ s ‖ v) over the digest's EIP-712
+ * hash: the owner's or the provider's address if it is their `postDigest` signature.
+ * Throws if `signature` is not a well-formed ECDSA signature.
+ */
+export async function recoverDigestSigner (d: Digest, signature: Hex, chainId: number | bigint, market: Address): Promise<Address> {
+  return recoverTypedDataAddress({ domain: domain(chainId, market), types: eip712Types, primaryType: 'Digest', message: digestMessage(d), signature })
+}
+
+/** As {@link recoverDigestSigner}, for a signature over a resize's EIP-712 hash (`resizeDeal`'s signatures). */
+export async function recoverResizeSigner (r: Resize, signature: Hex, chainId: number | bigint, market: Address): Promise<Address> {
+  return recoverTypedDataAddress({
+    domain: domain(chainId, market),
+    types: eip712Types,
+    primaryType: 'Resize',
+    message: { digest: digestMessage(r.digest), pricePerEpoch: r.pricePerEpoch, collateral: r.collateral },
+    signature
   })
 }
 

@@ -8,9 +8,10 @@ import { readFileSync } from 'node:fs'
 import { privateKeyToAccount } from 'viem/accounts'
 import { recoverTypedDataAddress } from 'viem'
 import {
-  blockRoot, digestFromJson, digestHash, domain, eip712Types, hexToBytes, resizeHash, runLeaf, signDigest,
-  signResize, toHex, verifyPath, MerkleError
+  blockRoot, digestFromJson, digestHash, domain, eip712Types, hexToBytes, recoverDigestSigner, recoverResizeSigner, resizeHash, runLeaf,
+  signDigest, signResize, toHex, verifyPath, MerkleError
 } from '../dist/index.js'
+import * as eip712Entry from '@dpor/client/eip712'
 
 const v = JSON.parse(readFileSync(new URL('../../../contracts/test/fixtures/vectors.json', import.meta.url), 'utf8'))
 const { chainId, verifyingContract } = v.domain
@@ -64,6 +65,26 @@ test('signatures are r‖s‖v over the EIP-712 hash and recover to the signer',
   const r = v.resizes[0]
   const rsig = await signResize(account, { digest: d, pricePerEpoch: BigInt(r.pricePerEpoch), collateral: BigInt(r.collateral) }, chainId, verifyingContract)
   assert.notEqual(rsig, sig)
+})
+
+test('recoverDigestSigner / recoverResizeSigner give the signer, and another address for another message or domain', async () => {
+  const account = privateKeyToAccount('0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcc5a7f0de3b63a2b1')
+  const d = digestFromJson(v.digests[0])
+  const sig = await signDigest(account, d, chainId, verifyingContract)
+  assert.equal(await recoverDigestSigner(d, sig, chainId, verifyingContract), account.address)
+  assert.notEqual(await recoverDigestSigner({ ...d, writeCount: d.writeCount + 1n }, sig, chainId, verifyingContract), account.address)
+  assert.notEqual(await recoverDigestSigner(d, sig, chainId + 1, verifyingContract), account.address)
+  const r = { digest: d, pricePerEpoch: BigInt(v.resizes[0].pricePerEpoch), collateral: BigInt(v.resizes[0].collateral) }
+  const rsig = await signResize(account, r, chainId, verifyingContract)
+  assert.equal(await recoverResizeSigner(r, rsig, chainId, verifyingContract), account.address)
+  assert.notEqual(await recoverDigestSigner(d, rsig, chainId, verifyingContract), account.address, 'a resize signature is not a digest signature')
+  await assert.rejects(recoverDigestSigner(d, '0x1234', chainId, verifyingContract))
+})
+
+test('the browser-safe entry @dpor/client/eip712 exports the EIP-712 functions (the dashboard imports it)', () => {
+  for (const f of ['digestHash', 'resizeHash', 'recoverDigestSigner', 'recoverResizeSigner', 'digestFromJson']) assert.equal(typeof eip712Entry[f], 'function', f)
+  assert.equal(eip712Entry.digestHash(digestFromJson(v.digests[0]), chainId, verifyingContract), v.digests[0].digestHash)
+  assert.equal(eip712Entry.NodeClient, undefined, 'no libp2p in this entry')
 })
 
 test('digest JSON is checked', () => {

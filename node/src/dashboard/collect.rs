@@ -12,7 +12,8 @@
 //! the agent.
 
 use super::model::{
-    AuditRow, DealRow, DigestRow, DisputeCounts, DisputeRow, EpochCounts, EpochState, Sample, Snapshot, Space, Summary, Tokens, MAX_SAMPLES,
+    AuditRow, DealRow, DigestRow, DisputeCounts, DisputeRow, EpochCounts, EpochState, ResizeTerms, Sample, Snapshot, Space, Summary,
+    Tokens, MAX_SAMPLES,
 };
 use crate::store::Store;
 use alloy_primitives::Address;
@@ -205,6 +206,12 @@ impl Collector {
         let Some(m) = self.deals.get_mut(&id) else { return Ok(()) };
         if m.cursor <= block {
             for p in self.market.digests(id, m.cursor).await? {
+                // The signatures are in the posting transaction's calldata (the event
+                // does not carry them); only when that calldata holds this very digest.
+                let sigs = match p.tx {
+                    Some(tx) => self.market.posting_signatures(tx).await?.filter(|s| s.digest == p.digest),
+                    None => None,
+                };
                 m.digests.insert(
                     p.digest.version,
                     DigestRow {
@@ -214,6 +221,14 @@ impl Collector {
                         num_blocks: p.digest.numBlocks,
                         hash: format!("{:#x}", p.hash),
                         block: p.block,
+                        root_u: format!("{:#x}", p.digest.rootU),
+                        root_c: format!("{:#x}", p.digest.rootC),
+                        level_roots: p.digest.levelRoots.iter().map(|r| format!("{r:#x}")).collect(),
+                        owner_sig: sigs.as_ref().map(|s| format!("0x{}", alloy_primitives::hex::encode(&s.owner_sig))),
+                        resize: sigs.and_then(|s| s.resize).map(|(price, collateral)| ResizeTerms {
+                            price_per_epoch: price.to_string(),
+                            collateral: collateral.to_string(),
+                        }),
                     },
                 );
             }

@@ -34,10 +34,33 @@ pub struct DigestRow {
     pub rebuild_count: u64,
     /// N at that version (a resize changes it).
     pub num_blocks: u64,
-    /// Its EIP-712 hash, 0x-hex.
+    /// Its EIP-712 hash as the contract stored it (`DigestPosted`), 0x-hex.
     pub hash: String,
     /// Block it was posted in.
     pub block: u64,
+    /// Root of U, 0x-hex (with the fields above and `level_roots`: the whole digest,
+    /// which the page hashes again with `@dpor/client`'s `digestHash`).
+    pub root_u: String,
+    /// Root of C, 0x-hex.
+    pub root_c: String,
+    /// Roots of the filled levels of H, ascending, 0x-hex.
+    pub level_roots: Vec<String>,
+    /// The owner's signature it was posted with, 0x-hex (from the posting transaction's
+    /// calldata); `None` if it could not be read there (a call through another contract).
+    pub owner_sig: Option<String>,
+    /// For a digest posted by `resizeDeal`: the new price per epoch and collateral (base
+    /// units, decimal strings) that the owner's signature covers too (it signed the
+    /// resize's EIP-712 hash, not the digest's).
+    pub resize: Option<ResizeTerms>,
+}
+
+/// The terms of a resize, besides its digest (Solidity `struct Resize`).
+#[derive(Debug, Clone, Serialize)]
+pub struct ResizeTerms {
+    /// New price per epoch, base units.
+    pub price_per_epoch: String,
+    /// New collateral, base units.
+    pub collateral: String,
 }
 
 /// One audit recorded on chain for the deal (`AuditRecorded`).
