@@ -44,11 +44,7 @@ impl Store {
     /// Runs `f` on a copy of the deal's record under its mutation lock; if `f`
     /// returns a new record, commits it (with `batch`), installs it and collects
     /// garbage.
-    fn update_meta(
-        &self,
-        deal: u64,
-        f: impl FnOnce(&DealMeta, &mut sled::Batch) -> Result<Option<DealMeta>>,
-    ) -> Result<()> {
+    fn update_meta(&self, deal: u64, f: impl FnOnce(&DealMeta, &mut sled::Batch) -> Result<Option<DealMeta>>) -> Result<()> {
         let entry = self.deal(deal)?;
         let _op = lock(&entry.op);
         let mut g = wlock(&entry.state);
@@ -82,8 +78,8 @@ impl Store {
                 return Err(StoreError::Range(format!("{start}+{} is past {size}", sealed.len())));
             }
             self.ensure_space(64u64.saturating_mul(sealed.len() as u64))?;
-            for (p, s) in (start..).zip(sealed) {
-                batch.insert(&meta::sealed_key(deal, run, p)[..], &s[..]);
+            for (k, v) in super::sealed::entries(&self.db, deal, run, start, sealed)? {
+                batch.insert(&k[..], v);
             }
             let mut new = m.clone();
             new.last_nonce = Some(nonce);

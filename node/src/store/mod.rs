@@ -89,6 +89,7 @@ mod responses;
 mod recovery;
 mod resize;
 mod runs;
+mod sealed;
 mod space;
 mod stats;
 mod u;

@@ -215,12 +215,7 @@ impl Store {
         self.with_state(deal, |st| {
             let size = st.run_size(run)?;
             check_range(start, count, size, 32)?;
-            (start..start + count)
-                .map(|p| {
-                    let v = self.db.get(super::meta::sealed_key(deal, run, p))?;
-                    Ok(v.and_then(|v| <[u8; 32]>::try_from(v.as_ref()).ok()))
-                })
-                .collect()
+            super::sealed::read(&self.db, deal, run, start, count)
         })
     }
 

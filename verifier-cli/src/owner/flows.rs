@@ -25,10 +25,7 @@ use serde_bytes::ByteBuf;
 pub fn split_file(file: &[u8], block_bytes: usize, num_blocks: u64) -> anyhow::Result<Vec<Vec<u8>>> {
     ensure!(!file.is_empty(), "the file is empty");
     let need = (file.len() as u64).div_ceil(block_bytes as u64);
-    ensure!(
-        need <= num_blocks,
-        "the file needs {need} blocks of {block_bytes} bytes, but the deal holds {num_blocks}"
-    );
+    ensure!(need <= num_blocks, "the file needs {need} blocks of {block_bytes} bytes, but the deal holds {num_blocks}");
     let mut blocks: Vec<Vec<u8>> = file
         .chunks(block_bytes)
         .map(|c| {
@@ -109,10 +106,8 @@ pub async fn spot_check_at(
     let commitment = RunCommitment { tag: RunTag(run.tag), root, size };
     for chunk in positions.chunks(per as usize) {
         let got = node.samples(deal, run, chunk.to_vec()).await?;
-        let samples: Vec<SampleResponse> = got
-            .into_iter()
-            .map(|s| SampleResponse { position: s.position, block: s.block.into_vec(), path: s.path })
-            .collect();
+        let samples: Vec<SampleResponse> =
+            got.into_iter().map(|s| SampleResponse { position: s.position, block: s.block.into_vec(), path: s.path }).collect();
         let failures = spot_check(keys, format, &commitment, expected, chunk, &samples);
         if let Some(f) = failures.first() {
             return Err(Misbehaved(format!(
@@ -217,20 +212,27 @@ pub async fn upload(
     let format = state.format()?;
     let keys = state.keys()?;
     let blocks = split_file(file, format.block_bytes(), state.num_blocks)?;
+    // Every block's σ and σ̃_U, on every core (each block's are its own).
+    let sums: Vec<([Fp; RHO], [u8; 32])> = {
+        use rayon::prelude::*;
+        blocks
+            .par_iter()
+            .enumerate()
+            .map(|(i, b)| -> anyhow::Result<_> {
+                let s = keys.checksum(&format.record(i as u64, b)?)?;
+                let sealed = keys.seal_u(i as u64, b, &s);
+                Ok((s, sealed))
+            })
+            .collect::<anyhow::Result<_>>()?
+    };
     let mut sigma = Vec::with_capacity(blocks.len() * RHO);
     let mut sealed_u = Vec::with_capacity(blocks.len());
-    for (i, b) in blocks.iter().enumerate() {
-        let s = keys.checksum(&format.record(i as u64, b)?)?;
+    for (s, sealed) in sums {
         sigma.extend_from_slice(&s);
-        sealed_u.push(keys.seal_u(i as u64, b, &s));
+        sealed_u.push(sealed);
     }
     let nonce = state.next_nonce();
-    node.owner_accepted(
-        auth,
-        nonce,
-        OwnerOp::UploadBegin { num_blocks: state.num_blocks, block_bytes: state.block_bytes },
-    )
-    .await?;
+    node.owner_accepted(auth, nonce, OwnerOp::UploadBegin { num_blocks: state.num_blocks, block_bytes: state.block_bytes }).await?;
     let per = batch_len(format.block_bytes() as u64 + 40) as usize;
     if let Some(b) = bar {
         b.set_length(file.len() as u64);
@@ -574,7 +576,9 @@ pub(crate) async fn finish_write(
     let size = (expected.len() / RHO) as u64;
     let verdict = async {
         check(written.root_u == new_root_u, || format!("the node's new rootU {} differs from the owner's {new_root_u}", written.root_u))?;
-        check(RunId::from(written.run) == expected_run, || format!("the node built run {}, expected {expected_run}", RunId::from(written.run)))?;
+        check(RunId::from(written.run) == expected_run, || {
+            format!("the node built run {}, expected {expected_run}", RunId::from(written.run))
+        })?;
         let step_ok = match (expected_run.tag.as_level(), written.step) {
             (None, WireStep::CRebuild) => true,
             (Some(a), WireStep::Level(b)) => a == b,
