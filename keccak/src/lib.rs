@@ -12,8 +12,10 @@
 //! The backend is chosen once per process from the CPU's features ([`Backend::best`]):
 //! AVX-512 (F and VL, on 256-bit registers) when the CPU has it, else AVX2, else the
 //! scalar path; `DPOR_KECCAK_LANES=1` forces the scalar path and `=avx2` AVX2 (for
-//! comparisons). Inputs of more than [`MAX_LANE_INPUT`]
-//! bytes always take the scalar path.
+//! comparisons). Inputs of more than [`MAX_LANE_INPUT`] bytes take the lanes only
+//! when a group's inputs all have one length (their blocks are absorbed side by side,
+//! e.g. the 8 KiB segments of `dpor_proto::messages::op_hash`); otherwise the scalar
+//! path.
 //!
 //! Source: Keccak-f[1600] and keccak256's padding (`pad10*1`, domain byte 0x01) as in
 //! the Keccak reference (Bertoni, Daemen, Peeters, Van Assche, v3.0, 2011) and FIPS 202
@@ -26,7 +28,7 @@ mod x86;
 use std::sync::OnceLock;
 
 /// Largest input (bytes) hashed in a lane: keccak256's rate (136 bytes) less the
-/// padding's first byte. Longer inputs take the scalar path.
+/// padding's first byte. Longer inputs take the lanes only in groups of one length.
 pub const MAX_LANE_INPUT: usize = 135;
 
 /// Bytes absorbed per permutation by keccak256 (its rate, 1088 bits).
@@ -111,8 +113,12 @@ pub fn keccak256_x4(inputs: [&[u8]; 4]) -> [[u8; 32]; 4] {
 
 /// keccak256 of four inputs (any lengths) with `backend`. A backend this CPU does not
 /// run ([`Backend::supported`]) computes the same hashes on the scalar path, as do
-/// inputs over [`MAX_LANE_INPUT`] bytes.
+/// inputs over [`MAX_LANE_INPUT`] bytes unless all four have one length.
 pub fn keccak256_x4_with(backend: Backend, inputs: [&[u8]; 4]) -> [[u8; 32]; 4] {
+    if backend != Backend::Scalar && !fit_lanes(&inputs) && equal_lengths(&inputs) && backend.supported() {
+        #[cfg(target_arch = "x86_64")]
+        return absorb_x4(backend, inputs);
+    }
     if backend != Backend::Scalar && fit_lanes(&inputs) && backend.supported() {
         let mut states = inputs.map(padded_block);
         #[cfg(target_arch = "x86_64")]
@@ -131,8 +137,15 @@ pub fn keccak256_x4_with(backend: Backend, inputs: [&[u8]; 4]) -> [[u8; 32]; 4] 
 /// keccak256 of eight inputs at once in 512-bit registers, if `backend` is
 /// [`Backend::Avx512`], the CPU runs it and every input fits a lane; else `None`.
 fn keccak256_x8_avx512(backend: Backend, inputs: [&[u8]; 8]) -> Option<[[u8; 32]; 8]> {
-    if backend != Backend::Avx512 || !fit_lanes(&inputs) || !backend.supported() {
+    if backend != Backend::Avx512 || !backend.supported() {
         return None;
+    }
+    if !fit_lanes(&inputs) {
+        if !equal_lengths(&inputs) {
+            return None;
+        }
+        #[cfg(target_arch = "x86_64")]
+        return Some(absorb_x8(inputs));
     }
     #[cfg(target_arch = "x86_64")]
     {
@@ -147,6 +160,68 @@ fn keccak256_x8_avx512(backend: Backend, inputs: [&[u8]; 8]) -> Option<[[u8; 32]
 
 fn fit_lanes(inputs: &[&[u8]]) -> bool {
     inputs.iter().all(|i| i.len() <= MAX_LANE_INPUT)
+}
+
+fn equal_lengths(inputs: &[&[u8]]) -> bool {
+    inputs.windows(2).all(|w| w[0].len() == w[1].len())
+}
+
+/// Block `b` of `input` as the first 17 lanes of a state: a whole 136-byte block, or,
+/// for the last block (b = len / 136), the tail padded ([`padded_block`]).
+#[inline]
+fn block_lanes(input: &[u8], b: usize) -> [u64; 25] {
+    let start = b * RATE;
+    if start + RATE <= input.len() && b < input.len() / RATE {
+        let mut lanes = [0u64; 25];
+        for (l, w) in lanes.iter_mut().zip(input[start..start + RATE].chunks_exact(8)) {
+            *l = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
+        }
+        lanes
+    } else {
+        padded_block(&input[start.min(input.len())..])
+    }
+}
+
+/// keccak256 of eight inputs of one length (any, several blocks) in 512-bit registers:
+/// each block is xored into its state and the eight states permuted together.
+#[cfg(target_arch = "x86_64")]
+fn absorb_x8(inputs: [&[u8]; 8]) -> [[u8; 32]; 8] {
+    let blocks = inputs[0].len() / RATE + 1;
+    let mut states = [[0u64; 25]; 8];
+    for b in 0..blocks {
+        for (st, input) in states.iter_mut().zip(inputs) {
+            for (s, l) in st.iter_mut().zip(block_lanes(input, b).iter().take(RATE / 8)) {
+                *s ^= l;
+            }
+        }
+        let out = if b + 1 == blocks { 4 } else { 25 };
+        // SAFETY: the caller checked that the CPU has AVX2, AVX-512F and AVX-512VL.
+        unsafe { x86::permute_x8_avx512(&mut states, 25, out) };
+    }
+    states.map(|s| digest_of(&s))
+}
+
+/// [`absorb_x8`] for four inputs with `backend` (AVX2 or AVX-512VL).
+#[cfg(target_arch = "x86_64")]
+fn absorb_x4(backend: Backend, inputs: [&[u8]; 4]) -> [[u8; 32]; 4] {
+    let blocks = inputs[0].len() / RATE + 1;
+    let mut states = [[0u64; 25]; 4];
+    for b in 0..blocks {
+        for (st, input) in states.iter_mut().zip(inputs) {
+            for (s, l) in st.iter_mut().zip(block_lanes(input, b).iter().take(RATE / 8)) {
+                *s ^= l;
+            }
+        }
+        let out = if b + 1 == blocks { 4 } else { 25 };
+        match backend {
+            // SAFETY: the caller checked that the CPU has AVX2.
+            Backend::Avx2 => unsafe { x86::permute_x4_avx2(&mut states, 25, out) },
+            // SAFETY: the caller checked that the CPU has AVX2, AVX-512F and AVX-512VL.
+            Backend::Avx512 => unsafe { x86::permute_x4_avx512(&mut states, 25, out) },
+            Backend::Scalar => return inputs.map(keccak256),
+        }
+    }
+    states.map(|s| digest_of(&s))
 }
 
 /// keccak256's 32 bytes: the first four lanes of a state, little-endian.
@@ -262,5 +337,23 @@ mod tests {
         assert_eq!(keccak256_x4_with(Backend::Avx2, ins), want, "one long input: all four scalar");
         assert_eq!(keccak256_x4_with(Backend::Avx512, ins), want);
         assert_eq!(keccak256_x4(ins), want);
+    }
+
+    /// Inputs of one length over a block (several absorbed blocks in the lanes), at
+    /// lengths around the block edges, against keccak-asm, on every backend this CPU runs.
+    #[test]
+    fn equal_multi_block_inputs_in_lanes() {
+        for len in [136usize, 137, 271, 272, 273, 1000, 8192] {
+            let data: Vec<Vec<u8>> = (0..11).map(|i| (0..len).map(|j| (j * 31 + i * 7 + len) as u8).collect()).collect();
+            let ins: Vec<&[u8]> = data.iter().map(|v| v.as_slice()).collect();
+            let want: Vec<[u8; 32]> = ins.iter().map(|i| keccak256(i)).collect();
+            for backend in [Backend::Scalar, Backend::Avx2, Backend::Avx512] {
+                let mut out = vec![[0u8; 32]; ins.len()];
+                keccak256_many_with(backend, &ins, &mut out);
+                assert_eq!(out, want, "length {len}, {backend:?}");
+                let four: [&[u8]; 4] = [ins[0], ins[1], ins[2], ins[3]];
+                assert_eq!(keccak256_x4_with(backend, four).to_vec(), want[..4].to_vec(), "length {len}, {backend:?}, four");
+            }
+        }
     }
 }

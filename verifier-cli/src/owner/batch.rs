@@ -106,17 +106,24 @@ pub async fn write_batch_resizing(
     let k = state.log_blocks();
     let n = state.num_blocks;
 
-    // The blocks, their checksums and σ̃_U.
-    let mut blocks = Vec::with_capacity(writes.len());
+    // The blocks, their checksums and σ̃_U (on every core: each block's are its own).
     for (index, data) in writes {
         ensure!(*index < n, "block index {index} is out of range (N = {n})");
         ensure!(data.len() <= beta, "a block is at most {beta} bytes, got {} (block {index})", data.len());
-        let mut block = data.clone();
-        block.resize(beta, 0);
-        let sigma = keys.checksum(&format.record(*index, &block)?)?;
-        let sealed = keys.seal_u(*index, &block, &sigma);
-        blocks.push((*index, block, sigma, sealed));
     }
+    let blocks: Vec<(u64, Vec<u8>, [Fp; RHO], [u8; 32])> = {
+        use rayon::prelude::*;
+        writes
+            .par_iter()
+            .map(|(index, data)| -> anyhow::Result<_> {
+                let mut block = data.clone();
+                block.resize(beta, 0);
+                let sigma = keys.checksum(&format.record(*index, &block)?)?;
+                let sealed = keys.seal_u(*index, &block, &sigma);
+                Ok((*index, block, sigma, sealed))
+            })
+            .collect::<anyhow::Result<_>>()?
+    };
 
     // (1) The old leaves of every index touched, checked against rootU; the new rootU.
     let distinct: Vec<u64> = blocks.iter().map(|b| b.0).collect::<BTreeSet<_>>().into_iter().collect();
