@@ -3,7 +3,7 @@
 //! Also the owner's σ̃ of run positions.
 
 use super::error::{Result, StoreError};
-use super::meta::{self, CosignKind, CosignRecord, DealMeta, LastAnswer, MAX_UNPOSTED_COSIGNS};
+use super::meta::{CosignKind, CosignRecord, DealMeta, LastAnswer, MAX_UNPOSTED_COSIGNS};
 use super::{lock, wlock, Store};
 use alloy_primitives::U256;
 use dpor_core::digest::Digest;

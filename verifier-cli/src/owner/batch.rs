@@ -63,6 +63,9 @@ pub async fn write_many(
     Ok(out)
 }
 
+/// One write of a batch as the owner prepares it: (index, block padded to β, σ, σ̃_U).
+type PreparedWrite = (u64, Vec<u8>, [Fp; RHO], [u8; 32]);
+
 /// One batch of writes, in order (the same index may repeat): see the module docs.
 /// At most [`max_batch`] writes.
 ///
@@ -111,7 +114,7 @@ pub async fn write_batch_resizing(
         ensure!(*index < n, "block index {index} is out of range (N = {n})");
         ensure!(data.len() <= beta, "a block is at most {beta} bytes, got {} (block {index})", data.len());
     }
-    let blocks: Vec<(u64, Vec<u8>, [Fp; RHO], [u8; 32])> = {
+    let blocks: Vec<PreparedWrite> = {
         use rayon::prelude::*;
         writes
             .par_iter()
