@@ -9,7 +9,7 @@
 //        gas (sum of the receipts' gasUsed, all senders) by contract function, shards
 //        replaced (FileManifest ShardReplaced), epochs proven / missed, disputes slashed,
 //        challenges faulted, deals terminated, exits requested, and per file the healthy
-//        shards (deal Active with a provider whose role is honest, restarted or exiting)
+//        shards (deal Active, no fault counted, provider neither gone nor a cheater)
 //   node emulate-chain.mjs slashed  RPC MARKET ROLES TO    providers with a fault since
 //        block 0 (EpochMissed with slashed > 0, DisputeSlashed, ChallengeFaulted,
 //        DealTerminated), by role: JSON {"role": ["0x…", …]}
@@ -30,7 +30,7 @@ import { fileURLToPath } from "node:url";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const require = createRequire(join(root, "package.json"));
-const { createPublicClient, http, decodeEventLog, toFunctionSelector, formatAbiItem } = require("viem");
+const { createPublicClient, http, decodeEventLog, toFunctionSelector } = require("viem");
 const abiOf = (name) => {
   const j = JSON.parse(readFileSync(join(root, "chain", "abi", name), "utf8"));
   return Array.isArray(j) ? j : j.abi;
@@ -75,7 +75,7 @@ async function pending(rolesPath) {
 // Names of the functions a transaction may call, by selector.
 const selectors = new Map();
 for (const abi of [marketAbi, manifestAbi, tokenAbi]) {
-  for (const item of abi) if (item.type === "function") selectors.set(toFunctionSelector(formatAbiItem(item)), item.name);
+  for (const item of abi) if (item.type === "function") selectors.set(toFunctionSelector(item), item.name);
 }
 
 async function logsOf(address, abi, from, to) {
@@ -124,9 +124,9 @@ async function report(manifest, rolesPath, fromS, toS, kS) {
   const byId = new Map(deals.map((d) => [d.id, d]));
   const healthy = (id) => {
     const d = byId.get(BigInt(id));
-    if (!d || d.state !== ACTIVE) return false;
+    if (!d || d.state !== ACTIVE || Number(d.failures) > 0) return false;
     const r = role(d.provider);
-    return r === "honest" || r === "restarted" || r === "exiter";
+    return r !== "gone" && r !== "cheater";
   };
   const nFiles = Number(await client.readContract({ address: manifest, abi: manifestAbi, functionName: "fileCount" }));
   const files = await Promise.all(
