@@ -3,12 +3,15 @@
 #   demo_pick_file MIN [FILE]  the real file (default: this machine's C library): $file,
 #                           $size; refused, before anything starts, below MIN bytes
 #   demo_workdir            .demo/run-<pid>/ and the cleanup that stops every process started
-#   demo_build              npm toolchain (Foundry, solc) + release binaries, copied into
+#   demo_build              npm toolchain (Foundry, solc) + release binaries (DEMO_PROFILE), copied into
 #                           .demo/run-<pid>/bin: $dpor, $node_bin, $beacon_bin
 #   demo_chain              anvil + DrandBeacon + Deploy: $rpc, $token, $market, $manifest
 # and then uses the helpers (say/info/fail, value and chain helpers, launch_node).
 # Knobs: DEMO_UPLOAD_SECONDS (deal upload window, s; default 1 day, the floor),
-# DEMO_ACCOUNTS (anvil's funded accounts; default 10), fail_log (the log `fail` shows).
+# DEMO_ACCOUNTS (anvil's funded accounts; default 10), DEMO_BLOCK_TIME (anvil's seconds
+# per block; default 1; 0: a block per transaction, at once), DEMO_POLL_MS (the nodes'
+# chain polling, ms; default 500), EXIT_NOTICE_EPOCHS (exported: the market's exit
+# notice, read by Deploy.s.sol; default 7), fail_log (the log `fail` shows).
 
 # ---------------------------------------------------------------- output helpers
 # fd 3: the demo's own stderr, kept for `fail` and the cleanup, so that their lines are
@@ -80,10 +83,16 @@ demo_build() {
   cast="$("$root/script/foundry-bin" cast)" || fail "no cast executable after npm install"
   command -v node >/dev/null || fail "node (Node.js) is needed"
 
-  say "cargo build --release (dpor-node with its testing switches, dpor)"
+  # DEMO_PROFILE=test: cargo's test profile (optimized, in target/debug), the binaries
+  # script/test builds for its end-to-end tests, so that a test of a demo compiles
+  # nothing more; default: release.
+  local profile="${DEMO_PROFILE:-release}" out=release
+  [ "$profile" = release ] || out=debug
+  [ "$profile" = release ] || [ "$profile" = test ] || fail "DEMO_PROFILE must be release or test (got $profile)"
+  say "cargo build --profile $profile (dpor-node with its testing switches, dpor)"
   # Feature `testing` adds the node's cheat modes (`misbehave`); the demo's node uses them.
-  cargo build --release --locked -p dpor-node -p dpor-cli -p dpor-beacon --features dpor-node/testing \
-    || fail "cargo build --release failed"
+  cargo build --profile "$profile" --locked -p dpor-node -p dpor-cli -p dpor-beacon --features dpor-node/testing \
+    || fail "cargo build --profile $profile failed"
   # The binaries just built are copied into the run directory at once and only the copies
   # are run: the shared target directory may be rebuilt meanwhile (a plain release build
   # drops the node's testing modes, a half-finished one leaves no binary at all). A copy
@@ -93,16 +102,16 @@ demo_build() {
   local target="${CARGO_TARGET_DIR:-$root/target}" b
   mkdir -p "$work/bin"
   for b in dpor-node dpor dpor-beacon; do
-    [ -f "$target/release/$b" ] || fail "no $target/release/$b after the build"
-    ln -f "$target/release/$b" "$work/bin/$b" 2>/dev/null || cp "$target/release/$b" "$work/bin/$b" \
-      || fail "cannot copy $target/release/$b into $work/bin"
+    [ -f "$target/$out/$b" ] || fail "no $target/$out/$b after the build"
+    ln -f "$target/$out/$b" "$work/bin/$b" 2>/dev/null || cp "$target/$out/$b" "$work/bin/$b" \
+      || fail "cannot copy $target/$out/$b into $work/bin"
   done
   node_bin="$work/bin/dpor-node"
   dpor="$work/bin/dpor"
   beacon_bin="$work/bin/dpor-beacon"
   # (`--misbehave` is hidden from --help; a testing build names its modes for a bad one.)
   case "$("$node_bin" run --misbehave '?' 2>&1 || true)" in *commit-wrong*) true ;; *) false ;; esac \
-    || fail "$target/release/dpor-node was rebuilt without its testing modes before the demo copied it; run the demo again"
+    || fail "$target/$out/dpor-node was rebuilt without its testing modes before the demo copied it; run the demo again"
   info "binaries copied to $work/bin (the demo runs these copies)"
 }
 
@@ -179,13 +188,15 @@ wait_for() {
 
 # ---------------------------------------------------------------- chain
 chain_time() { "$cast" block latest -f timestamp --rpc-url "$rpc"; }
-# demo_chain: anvil (1 block/s), a local randomness beacon, the contracts.
+# demo_chain: anvil (1 block/s, or DEMO_BLOCK_TIME), a local randomness beacon, the contracts.
 demo_chain() {
-  say "local chain: anvil (1 block/s) + contracts"
+  say "local chain: anvil ($([ "${DEMO_BLOCK_TIME:-1}" = 0 ] && echo "a block per transaction" || echo "a block every ${DEMO_BLOCK_TIME:-1}s")) + contracts"
   port="$(free_port)"
   rpc="http://127.0.0.1:$port"
   # The real anvil, in its own process group so that the cleanup ends the whole group.
-  setsid "$anvil" --accounts "${DEMO_ACCOUNTS:-10}" --host 127.0.0.1 --port "$port" --block-time 1 --silent >"$work/anvil.log" 2>&1 3>&- &
+  local mining=(--block-time "${DEMO_BLOCK_TIME:-1}")
+  [ "${DEMO_BLOCK_TIME:-1}" != 0 ] || mining=() # automine: one block per transaction, mined at once
+  setsid "$anvil" --accounts "${DEMO_ACCOUNTS:-10}" --host 127.0.0.1 --port "$port" "${mining[@]}" --silent >"$work/anvil.log" 2>&1 3>&- &
   pids+=($!)
   groups+=($!)
   wait_for "anvil on $rpc" 30 "$cast" chain-id --rpc-url "$rpc"
@@ -237,7 +248,7 @@ launch_node() {
   local name="$1" key="$2" p="$3"; shift 3
   RUST_LOG="info,libp2p=warn,dpor_node::handler=debug" "$node_bin" run --config "$work/node.toml" --data-dir "$work/$name" \
     --listen "/ip4/127.0.0.1/tcp/$p" --rpc-url "$rpc" --market "$market" --provider-key-file "$key" \
-    --addr-file "$work/$name.addr" --poll-interval-ms 500 "$@" >>"$work/$name.log" 2>&1 3>&- &
+    --addr-file "$work/$name.addr" --poll-interval-ms "${DEMO_POLL_MS:-500}" "$@" >>"$work/$name.log" 2>&1 3>&- &
   launched=$!
   pids+=("$launched")
 }

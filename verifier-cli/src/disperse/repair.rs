@@ -103,9 +103,15 @@ impl Verdict {
 
 /// `DIR/health.json`: since when (chain time, UNIX seconds) each shard's node has failed
 /// to answer, by shard index. Cleared for a shard when it answers or is repaired.
+/// `refused`: providers whose upload of a repaired shard failed (their node's answer
+/// failed the owner's checks, or the upload broke off): never chosen again for this
+/// file (found by `script/emulate`: a cheating node with free space, the cheapest,
+/// was otherwise chosen again on every pass and no repair of the file ever finished).
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Health {
     unreachable_since: BTreeMap<u16, u64>,
+    #[serde(default)]
+    refused: Vec<Address>,
 }
 
 impl Health {
@@ -247,10 +253,11 @@ pub async fn repair(ctx: &Ctx, dir: &Path, opts: &RepairOptions) -> anyhow::Resu
     // Every provider that holds or held a shard of the file (the failed ones too), and
     // each new one as it is chosen: never two shards with one provider.
     let mut holders: Vec<Address> = record.shards.iter().map(|s| s.provider).collect();
+    holders.extend(health.refused.iter().copied());
     for i in bad {
         let upload_started = Instant::now();
         let shard = rebuilt.get(i as usize).context("the code made fewer shards than the file has")?;
-        let (deal, provider, state_name) = place(ctx, dir, &record, i, shard, &mut holders, opts).await?;
+        let (deal, provider, state_name) = place(ctx, dir, &record, i, shard, &mut holders, &mut health, opts).await?;
         let reg = ctx.market.manifest_registry(record.registry);
         reg.replace_shard(file_id, i, deal)
             .await
@@ -289,8 +296,12 @@ pub async fn repair(ctx: &Ctx, dir: &Path, opts: &RepairOptions) -> anyhow::Resu
 /// an interrupted repair left in `shard-<i>.next.json`), the shard uploaded and
 /// checkpointed. Returns (deal, provider, state file name). A candidate whose node does
 /// not answer is skipped; a deal its provider does not accept within a minute is
-/// cancelled (the escrow comes back) and the next candidate tried, up to 3 attempts.
-/// Every provider tried is added to `holders`.
+/// cancelled (the escrow comes back) and the next candidate tried, up to 3 attempts; so
+/// is one whose upload fails (the node's answer failed the owner's checks, or the
+/// upload broke off): its deal is left (state file `shard-<i>.d<deal>.refused.json`,
+/// for `dpor deal exit --before-upload` once the upload period is over) and the
+/// provider added to `health.refused`. Every provider tried is added to `holders`.
+#[allow(clippy::too_many_arguments)]
 async fn place(
     ctx: &Ctx,
     dir: &Path,
@@ -298,6 +309,7 @@ async fn place(
     i: u16,
     shard: &[u8],
     holders: &mut Vec<Address>,
+    health: &mut Health,
     opts: &RepairOptions,
 ) -> anyhow::Result<(u64, Address, String)> {
     let name = format!("shard-{i}.next.json");
@@ -335,7 +347,15 @@ async fn place(
             let auth = OwnerAuth { key: &key, chain_id: state.chain_id, market: state.market, deal: state.deal };
             let result = flows::upload(&node, &auth, &mut state, shard, None).await;
             state.save(&path)?;
-            result.with_context(|| format!("uploading shard {i} to deal {}", state.deal))?;
+            if let Err(e) = result {
+                tried.push(format!("uploading shard {i} to deal {} with {}: {e:#}", state.deal, state.provider));
+                rename_state(dir, &name, &format!("shard-{i}.d{}.refused.json", state.deal))?;
+                if !health.refused.contains(&state.provider) {
+                    health.refused.push(state.provider);
+                }
+                health.save(dir)?;
+                continue;
+            }
         }
         if state.digest_version == 0 {
             owner_cmd::run(&shard_ctx(ctx, path.clone()), OwnerCommand::Checkpoint)
