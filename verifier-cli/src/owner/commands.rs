@@ -383,7 +383,7 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
         OwnerCommand::Resize { blocks, file, price_per_epoch, collateral, mint } => {
             let mut state = OwnerState::load(&ctx.state_path)?;
             let key = ctx.key()?;
-            if let Some(why) = super::resize_terms::dispersed_shard(&state, key, &ctx.state_path) {
+            if let Some(why) = crate::disperse::dispersed_shard(&state, key, &ctx.state_path) {
                 bail!(
                     "deal {} is a shard of a dispersed file ({why}): its size is the FileManifest's, and resizing one shard by hand is not supported; `dpor repair` moves a shard to a new deal",
                     state.deal

@@ -160,7 +160,7 @@ pub(crate) async fn finish_resize(node: &NodeClient, auth: &OwnerAuth<'_>, state
 /// Checks that `signature` (65 bytes, from a node claiming to be `claimed`) over `hash`
 /// is the deal's provider's (`expected`); returns the signer. `what` names the signed
 /// thing in the error.
-pub(crate) fn check_provider_signature(signature: &[u8], claimed: Address, hash: B256, expected: Address, what: &str) -> anyhow::Result<Address> {
+pub fn check_provider_signature(signature: &[u8], claimed: Address, hash: B256, expected: Address, what: &str) -> anyhow::Result<Address> {
     let sig = Signature::try_from(signature).context("the provider's signature is malformed")?;
     let signer = sig.recover_address_from_prehash(&hash).context("the provider's signature does not recover")?;
     ensure!(signer == expected && claimed == expected, "the {what} was signed by {signer}, not the deal's provider {expected}");

@@ -1,0 +1,13 @@
+//! # dpor-client
+//!
+//! The owner's side of the dpor protocol as a library (the `dpor` CLI, package
+//! `dpor-cli`, is a shell of argument parsing and output over it):
+//!
+//! - [`node_client`]: a typed client of one node (`dpor_proto`).
+//! - [`owner_state`]: the owner's small state file.
+//! - [`owner`]: the owner's flows (DESIGN §6): upload, write, batches, resize, extract,
+//!   and crash recovery.
+
+pub mod node_client;
+pub mod owner;
+pub mod owner_state;
