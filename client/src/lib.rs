@@ -6,8 +6,10 @@
 //! - [`node_client`]: a typed client of one node (`dpor_proto`).
 //! - [`owner_state`]: the owner's small state file.
 //! - [`owner`]: the owner's flows (DESIGN §6): upload, write, batches, resize, extract,
-//!   and crash recovery.
+//!   and crash recovery, all through one state machine (`owner::machine`).
+//! - [`progress`]: progress reports from long flows (the library prints nothing).
 
 pub mod node_client;
 pub mod owner;
 pub mod owner_state;
+pub mod progress;

@@ -14,13 +14,30 @@
 //!   finished later (`dpor checkpoint`, or `dpor resize` again) posts those terms and
 //!   not the defaults.
 
-use super::resize::ResizeTerms;
 use alloy_primitives::{Address, U256};
 use anyhow::{ensure, Context};
 use dpor_chain::{DealState, Market};
 use dpor_core::block::MAX_LOG_BLOCKS;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+
+/// The terms of an on-chain resize: the new price per epoch and collateral, wei.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ResizeTerms {
+    /// Price per epoch for N' blocks, wei.
+    pub price_per_epoch: u128,
+    /// Collateral for N' blocks, wei.
+    pub collateral: u128,
+}
+
+impl ResizeTerms {
+    /// The deal's current per-block price and collateral, scaled from N to N' blocks
+    /// (`price_per_epoch`·N'/N, `collateral`·N'/N, rounded down).
+    pub fn scaled(price_per_epoch: u128, collateral: u128, from_blocks: u64, to_blocks: u64) -> Self {
+        let scale = |v: u128| v.saturating_mul(u128::from(to_blocks)) / u128::from(from_blocks.max(1));
+        Self { price_per_epoch: scale(price_per_epoch), collateral: scale(collateral) }
+    }
+}
 
 /// Refuses, with the reason, a resize of `deal` to `num_blocks` blocks under `terms`
 /// that the market's `resizeDeal` or the provider's node would refuse (see the module
