@@ -834,7 +834,7 @@ pub async fn download(node: &NodeClient, state: &OwnerState, bar: Option<&dyn Pr
     Ok(out)
 }
 
-/// Extract (DESIGN §6): see [`super::extract`] (the flows do not import it: it uses them).
+// Extract (DESIGN §6): see `super::extract` (the flows do not import it: it uses them).
 
 /// The digest of the owner's verified state, with the next version.
 pub fn next_digest(state: &OwnerState, version: u64) -> Digest {

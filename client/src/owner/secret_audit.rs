@@ -12,7 +12,7 @@
 
 use crate::node_client::NodeClient;
 use crate::owner_state::{sigma_from_u64, OwnerState};
-use anyhow::{ensure, Context};
+use anyhow::ensure;
 use dpor_core::checksum::RHO;
 use dpor_core::secret_audit::{challenge, verify_run, MAX_SECRET_LAMBDA};
 use dpor_core::RunId;
