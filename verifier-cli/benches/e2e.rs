@@ -17,15 +17,15 @@
 use alloy::signers::local::PrivateKeySigner;
 use alloy_primitives::{Address, B256};
 use async_trait::async_trait;
-use dpor_cli::node_client::{NodeClient, OwnerAuth};
-use dpor_cli::owner::flows;
-use dpor_cli::owner_state::{DealParams, OwnerState};
+use dpor_client::node_client::{NodeClient, OwnerAuth};
+use dpor_client::owner::flows;
+use dpor_client::owner_state::{DealParams, OwnerState};
 use dpor_core::audit::{audit_plan, verify_audit, RunResponse, SampleResponse};
 use dpor_core::{BlockFormat, RunTag};
 use dpor_node::handler::{ChainDeal, DealLookup, NodeHandler};
 use dpor_node::signing::ProviderSigner;
 use dpor_node::store::{Store, StoreConfig};
-use dpor_cli::owner::batch;
+use dpor_client::owner::batch;
 use dpor_proto::messages::{batch_len, ErrorCode, OwnerOp, Request, Response, WireDigest, WireError, WireRun, WireWrite};
 use dpor_proto::net::{self, NetConfig};
 use std::io::Write;
@@ -314,7 +314,7 @@ async fn run(quick: bool) -> String {
 
     // The owner's secret audit (§5.5) of the same runs at the same λ: one aggregated
     // block per run plus the σ̃ of the sampled positions (none for cached levels).
-    let secret = dpor_cli::owner::secret_audit::secret_audit(&node, &state, 128, [5u8; 32]).await.unwrap();
+    let secret = dpor_client::owner::secret_audit::secret_audit(&node, &state, 128, [5u8; 32]).await.unwrap();
     assert!(secret.passed(), "secret audit of an honest node failed: {:?}", secret.runs);
     let secret_bytes = (secret.bytes_sent + secret.bytes_received) as f64;
     let secret_fetched = secret.runs.iter().filter(|r| !r.cached).count();
@@ -328,7 +328,7 @@ async fn run(quick: bool) -> String {
     state.block_cache_levels = std::env::var("DPOR_BENCH_BLOCK_CACHE")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(dpor_cli::owner_state::DEFAULT_BLOCK_CACHE_LEVELS);
+        .unwrap_or(dpor_client::owner_state::DEFAULT_BLOCK_CACHE_LEVELS);
     let gen_writes = |salt: u64| -> Vec<(u64, Vec<u8>)> {
         (0..batch_writes)
             .map(|w| {

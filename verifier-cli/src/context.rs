@@ -167,9 +167,9 @@ impl Ctx {
     }
 
     /// A progress bar for `what` (hidden unless text output on a terminal).
-    pub fn bar(&self, what: &str) -> indicatif::ProgressBar {
+    pub fn bar(&self, what: &str) -> Bar {
         if !self.progress {
-            return indicatif::ProgressBar::hidden();
+            return Bar(indicatif::ProgressBar::hidden());
         }
         let bar = indicatif::ProgressBar::new(0);
         let style = indicatif::ProgressStyle::with_template("{msg:>10} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {eta}")
@@ -177,7 +177,30 @@ impl Ctx {
             .progress_chars("=> ");
         bar.set_style(style);
         bar.set_message(what.to_string());
-        bar
+        Bar(bar)
+    }
+}
+
+/// A terminal progress bar ([`Ctx::bar`]) that the library's flows report to
+/// ([`dpor_client::progress::Progress`]).
+pub struct Bar(pub indicatif::ProgressBar);
+
+impl std::ops::Deref for Bar {
+    type Target = indicatif::ProgressBar;
+    fn deref(&self) -> &indicatif::ProgressBar {
+        &self.0
+    }
+}
+
+impl dpor_client::progress::Progress for Bar {
+    fn set_length(&self, total: u64) {
+        self.0.set_length(total);
+    }
+    fn inc(&self, delta: u64) {
+        self.0.inc(delta);
+    }
+    fn set_position(&self, done: u64) {
+        self.0.set_position(done);
     }
 }
 

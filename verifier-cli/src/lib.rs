@@ -6,9 +6,8 @@
 //! the user trusts (its own, or a digest posted on chain).
 //!
 //! - [`context`]: global flags, the chain client, finding a deal's node.
-//! - [`node_client`]: a typed client of one node (`dpor_proto`).
-//! - [`owner_state`]: the owner's small state file.
-//! - [`owner`]: the owner's flows (§6) and commands.
+//! - [`node_client`], [`owner_state`]: re-exported from the library `dpor_client`.
+//! - [`owner`]: the owner's commands (the flows are `dpor_client::owner`).
 //! - [`auditor`]: the public audit and its on-chain consequences; `watch`, the long-running auditor.
 //! - [`beacon`]: `dpor beacon relay`, recording local-beacon rounds on chain.
 //! - [`disperse`]: `dpor put` / `dpor get`, a file k-of-n over n providers' deals.
@@ -18,7 +17,7 @@ pub mod auditor;
 pub mod beacon;
 pub mod context;
 pub mod disperse;
-pub mod node_client;
 pub mod output;
 pub mod owner;
-pub mod owner_state;
+
+pub use dpor_client::{node_client, owner_state};

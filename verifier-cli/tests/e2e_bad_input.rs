@@ -10,7 +10,7 @@ mod harness;
 
 use alloy_primitives::B256;
 use dpor_chain::sign_digest;
-use dpor_cli::node_client::{NodeClient, OwnerAuth};
+use dpor_client::node_client::{NodeClient, OwnerAuth};
 use dpor_proto::messages::{DealStatus, ErrorCode, OwnerOp, Response, WireDigest, WireError, WireRun};
 use harness::{within, World, AUDITOR, BETA, OWNER, PROVIDER};
 use serde_bytes::ByteBuf;

@@ -18,7 +18,7 @@
 #[path = "e2e_harness/mod.rs"]
 mod harness;
 
-use dpor_cli::node_client::NodeClient;
+use dpor_client::node_client::NodeClient;
 use harness::{node_bin, within, World, BETA, OWNER};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

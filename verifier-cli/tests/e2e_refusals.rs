@@ -23,7 +23,7 @@ mod harness;
 
 use alloy_primitives::Address;
 use dpor_chain::{DealInfo, Market, ANVIL_KEYS};
-use dpor_cli::node_client::NodeClient;
+use dpor_client::node_client::NodeClient;
 use dpor_proto::messages::DealStatus;
 use harness::{e18, node_bin, within, CliRun, Proc, World, AUDITOR, OWNER, PROVIDER};
 use std::path::Path;

@@ -13,10 +13,10 @@
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use alloy_primitives::{Address, B256};
-use dpor_cli::node_client::OwnerAuth;
-use dpor_cli::owner::extract::{extract_with, ExtractOptions, RunPresence};
-use dpor_cli::owner::flows;
-use dpor_cli::owner_state::{DealParams, OwnerState};
+use dpor_client::node_client::OwnerAuth;
+use dpor_client::owner::extract::{self, extract_with, ExtractOptions, RunPresence};
+use dpor_client::owner::flows;
+use dpor_client::owner_state::{DealParams, OwnerState};
 use dpor_core::state::RunId;
 use dpor_core::BlockFormat;
 use dpor_node::handler::Misbehavior;
@@ -145,7 +145,7 @@ async fn committed_wrong_blocks_and_erasures_up_to_the_bound_extract_byte_identi
     assert!(live.iter().filter(|(id, _)| id.tag.as_level().is_some()).all(|(id, _)| wrong.contains_key(id)));
 
     // Nothing erased yet: the old extraction failed here ("inconsistent").
-    let (ext, report) = flows::extract(&node.clients[0], &st, None).await.unwrap();
+    let (ext, report) = extract::extract(&node.clients[0], &st, None).await.unwrap();
     assert!(ext == model, "owner extraction with committed wrong blocks");
     for (id, _) in &live {
         let n_wrong = wrong[id].len() as u64;
@@ -177,7 +177,7 @@ async fn committed_wrong_blocks_and_erasures_up_to_the_bound_extract_byte_identi
         assert_eq!(r.intact, size - erased[id].len() as u64, "{id}");
         assert_eq!(r.corrected, wrong[id].len() as u64, "{id}");
     }
-    let (ext, _) = flows::extract(&node.clients[0], &st, None).await.unwrap();
+    let (ext, _) = extract::extract(&node.clients[0], &st, None).await.unwrap();
     assert!(ext == model, "owner extraction at the bound");
 
     // One more erasure in C: past the bound for anyone without the secret.
@@ -187,13 +187,13 @@ async fn committed_wrong_blocks_and_erasures_up_to_the_bound_extract_byte_identi
     let msg = format!("{err:#}");
     assert!(msg.contains("cannot be recovered") && msg.contains("run C") && msg.contains("past the decoding bound"), "{msg}");
     // The owner drops the wrong blocks by checksum: e + t = 9 + 4 ≤ 16 still decodes.
-    let (ext, _) = flows::extract(&node.clients[0], &st, None).await.unwrap();
+    let (ext, _) = extract::extract(&node.clients[0], &st, None).await.unwrap();
     assert!(ext == model, "owner extraction past the public bound");
     // e + t > m: the owner too fails, clearly.
     let more: Vec<u64> =
         (0..2 * N).filter(|p| !wrong[&c].contains(p) && !erased[&c].contains(p) && !extra.contains(p)).take(4).collect();
     zero_blocks(&blocks_file(&node, c), &more);
-    let err = flows::extract(&node.clients[0], &st, None).await.unwrap_err();
+    let err = extract::extract(&node.clients[0], &st, None).await.unwrap_err();
     let msg = format!("{err:#}");
     assert!(msg.contains("cannot be recovered") && msg.contains("run C") && msg.contains("15 distinct coded blocks present, 16 needed"), "{msg}");
 }
@@ -212,7 +212,7 @@ async fn with_no_redundancy_left_the_owner_never_returns_a_wrong_file() {
     let bad = wrong.lock().unwrap()[&c].clone();
     let gone: Vec<u64> = (0..2 * N).filter(|p| !bad.contains(p)).take(N as usize).collect();
     zero_blocks(&blocks_file(&node, c), &gone);
-    let err = flows::extract(&node.clients[0], &st, None).await.unwrap_err();
+    let err = extract::extract(&node.clients[0], &st, None).await.unwrap_err();
     assert!(format!("{err:#}").contains("15 distinct coded blocks present, 16 needed"), "{err:#}");
     match extract_with(&node.clients[0], &st, ExtractOptions { checksums: false }, None).await {
         Ok((ext, _)) => assert!(ext != model, "the secret-free result cannot be right here"),
@@ -244,7 +244,7 @@ async fn extraction_uses_every_block_a_damaged_node_still_serves() {
         let f = std::fs::OpenOptions::new().write(true).open(blocks_file(&node, *id)).unwrap();
         f.set_len(keep * coded_bytes()).unwrap();
     }
-    let (ext, report) = flows::extract(&node.clients[0], &st, None).await.unwrap();
+    let (ext, report) = extract::extract(&node.clients[0], &st, None).await.unwrap();
     assert!(ext == model, "run files truncated by S/2 − 1 blocks");
     for (id, size) in &live {
         assert_eq!(figures(&report, *id).intact, size / 2 + 1, "{id}");
@@ -264,7 +264,7 @@ async fn extraction_uses_every_block_a_damaged_node_still_serves() {
         bytes[at * 32..(at + 1) * 32].copy_from_slice(&[0xA5; 32]);
         std::fs::write(&t, &bytes).unwrap();
     }
-    let (ext, report) = flows::extract(&node.clients[0], &st, None).await.unwrap();
+    let (ext, report) = extract::extract(&node.clients[0], &st, None).await.unwrap();
     assert!(ext == model, "32 bytes of each tree overwritten");
     assert!(report.iter().all(|r| r.intact == r.size), "{report:?}");
     restore();
@@ -273,7 +273,7 @@ async fn extraction_uses_every_block_a_damaged_node_still_serves() {
     for (id, _) in &live {
         std::fs::remove_file(tree_file(&node, *id)).unwrap();
     }
-    let (ext, report) = flows::extract(&node.clients[0], &st, None).await.unwrap();
+    let (ext, report) = extract::extract(&node.clients[0], &st, None).await.unwrap();
     assert!(ext == model, "tree files missing");
     assert!(report.iter().all(|r| r.intact == r.size), "{report:?}");
     restore();
@@ -289,17 +289,17 @@ async fn extraction_uses_every_block_a_damaged_node_still_serves() {
     bytes[32..64].copy_from_slice(&[1; 32]); // leaf 1
     bytes[first_inner_of_height_2 * 32..first_inner_of_height_2 * 32 + 32].copy_from_slice(&[2; 32]);
     std::fs::write(&t, &bytes).unwrap();
-    let (ext, report) = flows::extract(&node.clients[0], &st, None).await.unwrap();
+    let (ext, report) = extract::extract(&node.clients[0], &st, None).await.unwrap();
     assert!(ext == model, "truncated C with a damaged tree");
     assert_eq!(figures(&report, c).intact, c_size / 2 + 1);
     restore();
 
     // (e) C's blocks file deleted: a clear error naming C.
     std::fs::remove_file(blocks_file(&node, c)).unwrap();
-    let err = flows::extract(&node.clients[0], &st, None).await.unwrap_err();
+    let err = extract::extract(&node.clients[0], &st, None).await.unwrap_err();
     let msg = format!("{err:#}");
     assert!(msg.contains("cannot be recovered") && msg.contains("run C") && msg.contains("0 distinct coded blocks present"), "{msg}");
     restore();
-    let (ext, _) = flows::extract(&node.clients[0], &st, None).await.unwrap();
+    let (ext, _) = extract::extract(&node.clients[0], &st, None).await.unwrap();
     assert!(ext == model);
 }

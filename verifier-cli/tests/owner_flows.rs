@@ -8,10 +8,10 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-use dpor_cli::node_client::OwnerAuth;
-use dpor_cli::owner::flows;
-use dpor_cli::owner::edit;
-use dpor_cli::owner_state::OwnerState;
+use dpor_client::node_client::OwnerAuth;
+use dpor_client::owner::{extract, flows};
+use dpor_client::owner::edit;
+use dpor_client::owner_state::OwnerState;
 use alloy::signers::local::PrivateKeySigner;
 use dpor_node::handler::Misbehavior;
 use dpor_node::store::StoreConfig;
@@ -51,19 +51,19 @@ async fn the_owner_verifies_every_step_and_recovers_the_file_from_half_of_every_
     st.file_bytes = model.len() as u64; // the writes may have touched the padding
     let down = flows::download(&node.client, &st, None).await.unwrap();
     assert_eq!(down, model);
-    let (ext, runs) = flows::extract(&node.client, &st, None).await.unwrap();
+    let (ext, runs) = extract::extract(&node.client, &st, None).await.unwrap();
     assert_eq!(ext, model);
     assert!(runs.iter().all(|r| r.intact == r.size));
 
     // Zero just under half of every run on disk: extraction still recovers the file.
     let report = dpor_node::tamper::erase(&node.dir.path().join("store"), 1, 0.49, None, false, 7).unwrap();
     assert!(report.iter().all(|(_, erased, size)| *erased > 0 || *size < 4), "{report:?}");
-    let (ext, runs) = flows::extract(&node.client, &st, None).await.unwrap();
+    let (ext, runs) = extract::extract(&node.client, &st, None).await.unwrap();
     assert_eq!(ext, model, "extract after erasing just under half of every run");
     assert!(runs.iter().any(|r| r.intact < r.size));
     // A read of a U block still works (U is not erased) but a level past half is lost.
     let _ = dpor_node::tamper::erase(&node.dir.path().join("store"), 1, 0.75, None, true, 8).unwrap();
-    let err = flows::extract(&node.client, &st, None).await.unwrap_err();
+    let err = extract::extract(&node.client, &st, None).await.unwrap_err();
     assert!(format!("{err:#}").contains("cannot be recovered"), "{err:#}");
 }
 
@@ -77,7 +77,7 @@ async fn a_node_that_serves_wrong_blocks_fails_the_owners_spot_check() {
     assert!(format!("{err:#}").contains("spot-check"), "{err:#}");
     // The rejected upload stays rejected: no second, luckier spot-check later.
     assert!(!st.uploaded);
-    let again = dpor_cli::owner::recover::recover(&node.client, &auth, &mut st).await.unwrap_err();
+    let again = dpor_client::owner::recover::recover(&node.client, &auth, &mut st).await.unwrap_err();
     assert!(format!("{again:#}").contains("failed the owner's checks"), "{again:#}");
 }
 
@@ -88,8 +88,8 @@ async fn a_node_that_serves_wrong_blocks_fails_the_owners_spot_check() {
 /// owner never confirmed the write (the consumed level would be collected otherwise).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rejected_write_leaves_the_owner_on_its_previous_state_whose_runs_the_node_keeps() {
-    use dpor_cli::owner::recover;
-    use dpor_cli::owner_state::Pending;
+    use dpor_client::owner::recover;
+    use dpor_client::owner_state::Pending;
     let (n, beta) = (8u64, 64u32);
     let node = shared_store(n, beta, &[Misbehavior::None, Misbehavior::WrongBlock]).await;
     let (honest, cheat) = (&node.clients[0], &node.clients[1]);
@@ -116,7 +116,7 @@ async fn a_rejected_write_leaves_the_owner_on_its_previous_state_whose_runs_the_
     assert!(flows::write(honest, &auth, &mut st, 4, &[9u8; 64]).await.is_err());
     // The previous state's level 0 (consumed by the write) is still served: extract works.
     assert!(honest.sealed(1, level0, 0, 2).await.unwrap().iter().all(Option::is_some));
-    let (ext, _) = flows::extract(honest, &st, None).await.unwrap();
+    let (ext, _) = extract::extract(honest, &st, None).await.unwrap();
     assert_eq!(ext, model);
 }
 
@@ -140,7 +140,7 @@ async fn batches_over_deferred_rebuilds_match_a_plain_array_and_pass_the_deferre
 }
 
 async fn batches_case(config: StoreConfig) {
-    use dpor_cli::owner::batch;
+    use dpor_client::owner::batch;
     let (n, beta) = (32u64, 64u32);
     let defers = config.defer_from_blocks.is_some();
     let node = inproc::node_with(PrivateKeySigner::random(), n, beta, Misbehavior::None, config).await;
@@ -193,7 +193,7 @@ async fn batches_case(config: StoreConfig) {
     assert!(st.c_snapshot.is_none());
     st.file_bytes = model.len() as u64;
     assert_eq!(flows::download(&node.client, &st, None).await.unwrap(), model);
-    let (ext, _) = flows::extract(&node.client, &st, None).await.unwrap();
+    let (ext, _) = extract::extract(&node.client, &st, None).await.unwrap();
     assert_eq!(ext, model);
 }
 
@@ -213,7 +213,7 @@ enum Step {
 /// deferred check must pass (an honest node is never accused), and at the end the
 /// node's state, a download and an extraction must equal the owner's and the model.
 async fn mixed_writes_case(steps: &[Step], seed: u64) {
-    use dpor_cli::owner::batch;
+    use dpor_client::owner::batch;
     let (n, beta) = (8u64, 64u32);
     let node = node(n, beta, Misbehavior::None).await;
     let auth = OwnerAuth { key: &node.owner, chain_id: CHAIN, market: node.market, deal: 1 };
@@ -258,7 +258,7 @@ async fn mixed_writes_case(steps: &[Step], seed: u64) {
     assert_eq!((s.write_count, s.rebuild_count, s.root_u), (st.write_count, st.rebuild_count, st.root_u), "{steps:?}");
     st.file_bytes = model.len() as u64;
     assert_eq!(flows::download(&node.client, &st, None).await.unwrap(), model, "{steps:?}");
-    assert_eq!(flows::extract(&node.client, &st, None).await.unwrap().0, model, "{steps:?}");
+    assert_eq!(extract::extract(&node.client, &st, None).await.unwrap().0, model, "{steps:?}");
 }
 
 /// A batch that crosses a C-rebuild leaves C unchecked until the checkpoint, whose
@@ -303,7 +303,7 @@ async fn single_writes_and_batches_across_c_rebuilds_never_accuse_an_honest_node
 /// and refuses every later check, and an honest node passes the same sequence.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_corrupted_between_checkpoints_is_caught_at_the_checkpoint() {
-    use dpor_cli::owner::batch;
+    use dpor_client::owner::batch;
     use dpor_core::{RunId, RunTag};
     use dpor_node::store::CommitFault;
     for cheat in [false, true] {
@@ -346,8 +346,9 @@ async fn a_run_corrupted_between_checkpoints_is_caught_at_the_checkpoint() {
 /// checked; either way the owner ends on the node's state and the file is the model.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_batch_or_a_lost_batch_answer_is_settled_by_the_intent_recovery() {
-    use dpor_cli::owner::{batch, recover};
-    use dpor_cli::owner_state::Pending;
+    use dpor_client::owner::machine::{self, Phase};
+    use dpor_client::owner::{batch, recover};
+    use dpor_client::owner_state::Pending;
     let (n, beta) = (16u64, 64u32);
     let node = shared_store(n, beta, &[Misbehavior::None, Misbehavior::DropWrites, Misbehavior::LoseWriteAnswers]).await;
     let (honest, drops, loses) = (&node.clients[0], &node.clients[1], &node.clients[2]);
@@ -370,13 +371,21 @@ async fn a_lost_batch_or_a_lost_batch_answer_is_settled_by_the_intent_recovery()
         let err = batch::write_batch(client, &auth, &mut st, &writes).await.unwrap_err();
         assert!(format!("{err:#}").contains("did not answer"), "{err:#}");
         assert!(matches!(st.pending, Some(Pending::WriteBatch { .. })));
+        assert_eq!(machine::phase(&st), Phase::Intent);
         let applied = honest.status(1).await.unwrap().write_count != before;
         assert_eq!(applied, round % 2 == 1, "round {round}: the lose-answer node applies, the drop node does not");
+        // No new request starts over an unsettled one (the flows never settle it
+        // themselves), and refusing it leaves the saved intent as it was.
+        let saved = std::fs::read(st.path.as_ref().unwrap()).unwrap();
+        let refused = flows::write(honest, &auth, &mut st, 0, &[1u8; 64]).await.unwrap_err();
+        assert!(format!("{refused:#}").contains("unfinished"), "{refused:#}");
+        assert_eq!(std::fs::read(st.path.as_ref().unwrap()).unwrap(), saved);
         // A new process: only the files.
         let mut back = OwnerState::load(st.path.as_ref().unwrap()).unwrap();
         let notes = recover::recover(honest, &auth, &mut back).await.unwrap();
         assert!(notes.iter().any(|n| n.contains(if applied { "had been applied" } else { "sent again" })), "{notes:?}");
         assert!(back.pending.is_none());
+        assert_eq!(machine::phase(&back), Phase::Idle);
         apply(&mut model, &writes);
         let s = honest.status(1).await.unwrap();
         assert_eq!((s.root_u, s.write_count, s.rebuild_count), (back.root_u, back.write_count, back.rebuild_count));
@@ -403,7 +412,7 @@ async fn byte_range_writes_and_syncs_match_a_plain_byte_array_and_pass_the_check
         let got = flows::download(&node.client, st, None).await.unwrap();
         assert_eq!(got, model, "download differs from the model");
         // The runs the edits built pass the owner's deferred checks.
-        dpor_cli::owner::batch::verify_deferred(&node.client, auth, st).await.unwrap();
+        dpor_client::owner::batch::verify_deferred(&node.client, auth, st).await.unwrap();
     }
 
     for round in 0..12 {
@@ -477,8 +486,8 @@ async fn a_download_catches_a_changed_byte_in_the_nodes_u_blocks() {
 /// again), and the model cut to 4 blocks.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resizes_through_lost_requests_and_answers_match_a_plain_array() {
-    use dpor_cli::owner::{batch, recover, resize};
-    use dpor_cli::owner_state::Pending;
+    use dpor_client::owner::{batch, recover, resize};
+    use dpor_client::owner_state::Pending;
     let (n, beta) = (8u64, 64u32);
     let node = shared_store(n, beta, &[Misbehavior::None, Misbehavior::DropWrites, Misbehavior::LoseWriteAnswers]).await;
     let (honest, drops, loses) = (&node.clients[0], &node.clients[1], &node.clients[2]);
@@ -510,7 +519,7 @@ async fn resizes_through_lost_requests_and_answers_match_a_plain_array() {
     model.resize(32 * b, 0);
     st.file_bytes = model.len() as u64;
     assert_eq!(flows::download(honest, &st, None).await.unwrap(), model, "after the growth");
-    assert_eq!(flows::extract(honest, &st, None).await.unwrap().0, model, "extract after the growth");
+    assert_eq!(extract::extract(honest, &st, None).await.unwrap().0, model, "extract after the growth");
     assert_eq!(flows::read(honest, &st, 20).await.unwrap(), vec![0u8; b], "a new block reads as zeros");
 
     // Writes into the new blocks (single and batched), then enough to cross a C-rebuild
@@ -529,7 +538,7 @@ async fn resizes_through_lost_requests_and_answers_match_a_plain_array() {
     batch::verify_deferred(honest, &auth, &mut st).await.unwrap();
     assert!(st.rebuild_count >= 2, "a C-rebuild at N' = 32 happened (rebuilds {})", st.rebuild_count);
     assert_eq!(flows::download(honest, &st, None).await.unwrap(), model, "after a C-rebuild at N'");
-    assert_eq!(flows::extract(honest, &st, None).await.unwrap().0, model, "extract after a C-rebuild at N'");
+    assert_eq!(extract::extract(honest, &st, None).await.unwrap().0, model, "extract after a C-rebuild at N'");
 
     // Shrink to 4 through a node that drops the request: sent again by the recovery.
     let err = resize::resize(drops, &auth, &mut st, 4).await.unwrap_err();
@@ -541,7 +550,7 @@ async fn resizes_through_lost_requests_and_answers_match_a_plain_array() {
     model.truncate(4 * b);
     assert_eq!((st.num_blocks, st.file_bytes), (4, model.len() as u64));
     assert_eq!(flows::download(honest, &st, None).await.unwrap(), model, "after the shrink");
-    assert_eq!(flows::extract(honest, &st, None).await.unwrap().0, model, "extract after the shrink");
+    assert_eq!(extract::extract(honest, &st, None).await.unwrap().0, model, "extract after the shrink");
     // The node refuses a resize to the same size or a size that is not a power of two.
     assert!(resize::resize(honest, &auth, &mut st, 4).await.is_err());
     assert!(resize::resize(honest, &auth, &mut st, 6).await.is_err());
@@ -560,7 +569,7 @@ async fn resizes_through_lost_requests_and_answers_match_a_plain_array() {
 /// and the owner signs nothing more.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cached_level_checked_by_its_leaves_passes_honest_and_catches_a_wrong_block() {
-    use dpor_cli::owner::batch;
+    use dpor_client::owner::batch;
     use dpor_core::{RunId, RunTag};
     use dpor_node::store::CommitFault;
     assert_eq!(batch::HASHED_LEVELS, 8);

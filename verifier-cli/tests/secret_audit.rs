@@ -8,10 +8,10 @@
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use alloy_primitives::{Address, B256};
-use dpor_cli::node_client::{NodeClient, OwnerAuth};
-use dpor_cli::owner::flows;
-use dpor_cli::owner::secret_audit::secret_audit;
-use dpor_cli::owner_state::{DealParams, OwnerState};
+use dpor_client::node_client::{NodeClient, OwnerAuth};
+use dpor_client::owner::flows;
+use dpor_client::owner::secret_audit::secret_audit;
+use dpor_client::owner_state::{DealParams, OwnerState};
 use dpor_core::audit::{audit_plan, verify_audit, RunResponse, SampleResponse};
 use dpor_core::{BlockFormat, RunTag};
 use dpor_node::handler::Misbehavior;

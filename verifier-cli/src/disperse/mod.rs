@@ -759,3 +759,19 @@ async fn get(ctx: &Ctx, dir: &Path, out: &Path) -> anyhow::Result<Output> {
         json!({"bytes": data.len(), "shards_used": used, "failed": failed, "seconds": secs, "decode_seconds": decode_secs, "out": out}),
     ))
 }
+
+/// Why the deal of `state` (whose file is `state_path`) is a shard of a dispersed
+/// file, or `None` for a single-provider deal. A shard's checksum seed is derived from
+/// the owner's key (`disperse::recover::shard_seed`, as `put` and `repair` set it),
+/// where a single deal's is random; the `file.json` beside the state file also lists
+/// its deal. Resizing a shard by hand is not supported (docs/OPERATIONS.md,
+/// "Resizing"; `dpor repair` moves a shard instead).
+pub fn dispersed_shard(state: &OwnerState, key: &alloy::signers::local::PrivateKeySigner, state_path: &Path) -> Option<String> {
+    if state.seed == recover::shard_seed(key, state.chain_id, state.market, state.deal) {
+        return Some("its checksum seed is the one `dpor put` derives from your key for a shard".into());
+    }
+    let dir = state_path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let record = FileDir::load(dir).ok()?;
+    let s = record.shards.iter().find(|s| s.deal == state.deal)?;
+    Some(format!("{} lists it as shard {}", dir.join("file.json").display(), s.index))
+}

@@ -2,7 +2,7 @@
 //! sync, checkpoint, download, extract, status. Each loads the owner state, talks to the chain and the node,
 //! verifies, saves the state and reports.
 
-use super::{edit, flows, recover};
+use super::{edit, extract, flows, recover};
 use crate::context::Ctx;
 use crate::node_client::OwnerAuth;
 use crate::output::Output;
@@ -383,7 +383,7 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
         OwnerCommand::Resize { blocks, file, price_per_epoch, collateral, mint } => {
             let mut state = OwnerState::load(&ctx.state_path)?;
             let key = ctx.key()?;
-            if let Some(why) = super::resize_terms::dispersed_shard(&state, key, &ctx.state_path) {
+            if let Some(why) = crate::disperse::dispersed_shard(&state, key, &ctx.state_path) {
                 bail!(
                     "deal {} is a shard of a dispersed file ({why}): its size is the FileManifest's, and resizing one shard by hand is not supported; `dpor repair` moves a shard to a new deal",
                     state.deal
@@ -564,7 +564,7 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
                     let why = format!("{e:#}");
                     eprintln!("dpor: downloading U failed ({why}); falling back to extraction from the coded runs");
                     let bar = ctx.bar("extract");
-                    let extracted = flows::extract(&node, &state, Some(&bar)).await;
+                    let extracted = extract::extract(&node, &state, Some(&bar)).await;
                     bar.finish_and_clear();
                     let (data, _) = extracted.with_context(|| format!("downloading U failed ({why}), and so did the fallback extraction"))?;
                     (data, Some(why))
@@ -597,7 +597,7 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
             }
             let bar = ctx.bar("extract");
             let started = Instant::now();
-            let result = flows::extract(&node, &state, Some(&bar)).await;
+            let result = extract::extract(&node, &state, Some(&bar)).await;
             bar.finish_and_clear();
             let (data, runs) = result?;
             std::fs::write(&out, &data).with_context(|| format!("cannot write {}", out.display()))?;

@@ -1,16 +1,6 @@
-//! The owner's side: the protocol flows ([`flows`], chain-free; extraction in
-//! [`extract`]; batched writes with deferred checks in [`batch`], the owner's copy of its
-//! smallest levels in [`local_levels`]; byte-range edits and sync in
-//! [`edit`]), crash recovery
-//! ([`recover`]), the secret audit ([`secret_audit`]) and the commands ([`commands`]).
+//! The owner's commands ([`commands`]) and the secret audit ([`secret_audit`]); the
+//! protocol flows they run are the library's (`dpor_client::owner`, re-exported here).
 
-pub mod batch;
+pub use dpor_client::owner::{batch, edit, extract, flows, local_levels, machine, recover, resize, resize_terms};
 pub mod commands;
-pub mod edit;
-pub mod extract;
-pub mod flows;
-pub mod local_levels;
-pub mod recover;
-pub mod resize;
-pub mod resize_terms;
 pub mod secret_audit;

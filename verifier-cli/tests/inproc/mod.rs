@@ -6,8 +6,8 @@
 use alloy::signers::local::PrivateKeySigner;
 use alloy_primitives::{Address, B256};
 use async_trait::async_trait;
-use dpor_cli::node_client::NodeClient;
-use dpor_cli::owner_state::{DealParams, OwnerState};
+use dpor_client::node_client::NodeClient;
+use dpor_client::owner_state::{DealParams, OwnerState};
 use dpor_node::handler::{ChainDeal, DealLookup, Misbehavior, NodeHandler};
 use dpor_node::signing::ProviderSigner;
 use dpor_node::store::{Store, StoreConfig};

@@ -2,9 +2,6 @@
 //! resize the chain or the node would refuse is refused up front, so the node never
 //! rebuilds C for a size whose on-chain step cannot land.
 //!
-//! - [`dispersed_shard`]: the deal is a shard of a dispersed file (`dpor put`), whose
-//!   size the FileManifest fixes: resizing one by hand is not supported
-//!   (docs/OPERATIONS.md, "Resizing"; `dpor repair` moves a shard instead).
 //! - [`check`]: every condition `resizeDeal` (contracts/src/market/DealResize.sol) and
 //!   the node's co-signing policy (its ask and collateral rate for N', its capacity)
 //!   put on the new size and terms, read from the chain: the deal active with no exit
@@ -17,9 +14,6 @@
 //!   finished later (`dpor checkpoint`, or `dpor resize` again) posts those terms and
 //!   not the defaults.
 
-use super::resize::ResizeTerms;
-use crate::owner_state::OwnerState;
-use alloy::signers::local::PrivateKeySigner;
 use alloy_primitives::{Address, U256};
 use anyhow::{ensure, Context};
 use dpor_chain::{DealState, Market};
@@ -27,19 +21,22 @@ use dpor_core::block::MAX_LOG_BLOCKS;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-/// Why the deal of `state` (whose file is `state_path`) is a shard of a dispersed
-/// file, or `None` for a single-provider deal. A shard's checksum seed is derived from
-/// the owner's key (`disperse::recover::shard_seed`, as `put` and `repair` set it),
-/// where a single deal's is random; the `file.json` beside the state file also lists
-/// its deal.
-pub fn dispersed_shard(state: &OwnerState, key: &PrivateKeySigner, state_path: &Path) -> Option<String> {
-    if state.seed == crate::disperse::recover::shard_seed(key, state.chain_id, state.market, state.deal) {
-        return Some("its checksum seed is the one `dpor put` derives from your key for a shard".into());
+/// The terms of an on-chain resize: the new price per epoch and collateral, wei.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ResizeTerms {
+    /// Price per epoch for N' blocks, wei.
+    pub price_per_epoch: u128,
+    /// Collateral for N' blocks, wei.
+    pub collateral: u128,
+}
+
+impl ResizeTerms {
+    /// The deal's current per-block price and collateral, scaled from N to N' blocks
+    /// (`price_per_epoch`·N'/N, `collateral`·N'/N, rounded down).
+    pub fn scaled(price_per_epoch: u128, collateral: u128, from_blocks: u64, to_blocks: u64) -> Self {
+        let scale = |v: u128| v.saturating_mul(u128::from(to_blocks)) / u128::from(from_blocks.max(1));
+        Self { price_per_epoch: scale(price_per_epoch), collateral: scale(collateral) }
     }
-    let dir = state_path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let record = crate::disperse::FileDir::load(dir).ok()?;
-    let s = record.shards.iter().find(|s| s.deal == state.deal)?;
-    Some(format!("{} lists it as shard {}", dir.join("file.json").display(), s.index))
 }
 
 /// Refuses, with the reason, a resize of `deal` to `num_blocks` blocks under `terms`

@@ -333,7 +333,7 @@ pub fn definitely_refused(e: &anyhow::Error) -> bool {
 }
 
 /// The error for an answer of the wrong kind (named, never printed whole).
-pub(crate) fn unexpected<T>(what: &str, got: &Response) -> anyhow::Result<T> {
+pub fn unexpected<T>(what: &str, got: &Response) -> anyhow::Result<T> {
     let name = match got {
         Response::Status(_) => "Status",
         Response::Block { .. } => "Block",

@@ -21,6 +21,7 @@
 
 use crate::node_client::NodeClient;
 use crate::owner_state::{sigma_from_u64, OwnerState, RunEntry};
+use crate::progress::Progress;
 use anyhow::{ensure, Context};
 use dpor_core::checksum::{OwnerKeys, Place, RHO};
 use dpor_core::extract::{self, Present};
@@ -29,7 +30,6 @@ use dpor_core::merkle;
 use dpor_core::salvage::{self, Served};
 use dpor_core::{BlockFormat, RunId};
 use dpor_proto::messages::batch_len;
-use indicatif::ProgressBar;
 
 /// Proven coded blocks of one run: (position, elements).
 type Blocks = Vec<(u64, Vec<Fp>)>;
@@ -73,7 +73,7 @@ pub struct RunPresence {
 pub async fn extract(
     node: &NodeClient,
     state: &OwnerState,
-    bar: Option<&ProgressBar>,
+    bar: Option<&dyn Progress>,
 ) -> anyhow::Result<(Vec<u8>, Vec<RunPresence>)> {
     extract_with(node, state, ExtractOptions::default(), bar).await
 }
@@ -87,7 +87,7 @@ pub async fn extract_with(
     node: &NodeClient,
     state: &OwnerState,
     opts: ExtractOptions,
-    bar: Option<&ProgressBar>,
+    bar: Option<&dyn Progress>,
 ) -> anyhow::Result<(Vec<u8>, Vec<RunPresence>)> {
     ensure!(state.uploaded, "nothing uploaded yet");
     // Runs the node is still building (deamortized rebuilds) are named by root.
@@ -176,7 +176,7 @@ async fn fetch_run(
     format: &BlockFormat,
     entry: &RunEntry,
     size: u64,
-    bar: Option<&ProgressBar>,
+    bar: Option<&dyn Progress>,
 ) -> anyhow::Result<(Blocks, RunPresence)> {
     let id = RunId::from(entry.run);
     let coded_bytes = format.coded_block_bytes() as u64;

@@ -14,8 +14,10 @@
 //!    step instead of `postDigest` while the deal on chain still has the old N (a
 //!    resize whose on-chain step was interrupted).
 
-use super::flows::{answer_to_intent, open_u, Misbehaved, reject, spot_check_run, store_pending_sealed, verified_u_leaves};
-use crate::node_client::{NodeClient, OwnerAuth, Written};
+use super::flows::{open_u, Misbehaved, reject, spot_check_run, store_pending_sealed, verified_u_leaves};
+use super::machine::{self, Request};
+pub use super::resize_terms::ResizeTerms;
+use crate::node_client::{unexpected, NodeClient, OwnerAuth, Written};
 use crate::owner_state::{OwnerState, Pending, RunEntry, SIGMA_WIDTH};
 use alloy::signers::local::PrivateKeySigner;
 use alloy::signers::SignerSync;
@@ -28,7 +30,7 @@ use dpor_core::digest::Resize;
 use dpor_core::merkle::{self, MerkleTree};
 use dpor_core::state::{resized_rebuild_count, RunId};
 use dpor_core::{code, RunTag};
-use dpor_proto::messages::{WireDigest, WireRun, WireStep};
+use dpor_proto::messages::{Response, WireDigest, WireRun, WireStep};
 
 /// What a resize did on the node.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -54,7 +56,7 @@ pub struct ResizeReport {
 /// 1..=2^31 or equal to N, the node refusing, a node answer that fails the checks
 /// (the intent is then marked rejected and the owner stays on its previous state).
 pub async fn resize(node: &NodeClient, auth: &OwnerAuth<'_>, state: &mut OwnerState, num_blocks: u64) -> anyhow::Result<ResizeReport> {
-    super::recover::recover(node, auth, state).await?;
+    machine::ready(node, state).await?;
     ensure!(state.uploaded, "upload the file first");
     if let Some(why) = &state.deferred_failure {
         bail!("the node failed a deferred check earlier ({why}); the owner signs nothing more for this deal");
@@ -93,10 +95,8 @@ pub async fn resize(node: &NodeClient, auth: &OwnerAuth<'_>, state: &mut OwnerSt
     let nonce = state.next_nonce();
     let run = WireRun::from(expected_run);
     state.stash_sigma(run, &expected)?;
-    state.pending = Some(Pending::Resize { nonce, num_blocks, new_root_u, run, rejected: None });
-    state.persist()?;
-    let written = answer_to_intent(state, node.resize(auth, nonce, num_blocks).await)?;
-    finish_resize(node, auth, state, written).await
+    machine::intend(state, Pending::Resize { nonce, num_blocks, new_root_u, run, rejected: None })?;
+    machine::run(node, auth, state, &ResizeRequest { nonce, num_blocks }).await
 }
 
 /// Step 2 (see the module docs): checks the node's answer to a [`Pending::Resize`]
@@ -157,32 +157,79 @@ pub(crate) async fn finish_resize(node: &NodeClient, auth: &OwnerAuth<'_>, state
     })
 }
 
+/// A resize ([`Pending::Resize`]) as the owner's state machine drives it ([`machine`]):
+/// settled by [`finish_resize`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ResizeRequest {
+    /// Its nonce.
+    pub nonce: u64,
+    /// N', blocks.
+    pub num_blocks: u64,
+}
+
+impl ResizeRequest {
+    /// The request a saved intent holds, if it is a resize.
+    pub(crate) fn of(p: &Pending) -> Option<Self> {
+        match p {
+            Pending::Resize { nonce, num_blocks, .. } => Some(Self { nonce: *nonce, num_blocks: *num_blocks }),
+            _ => None,
+        }
+    }
+}
+
+impl Request for ResizeRequest {
+    type Answer = Written;
+    type Report = ResizeReport;
+
+    fn what(&self) -> String {
+        format!("resize to {} blocks", self.num_blocks)
+    }
+
+    fn nonce(&self) -> u64 {
+        self.nonce
+    }
+
+    async fn send(&self, node: &NodeClient, auth: &OwnerAuth<'_>, _state: &OwnerState) -> anyhow::Result<Written> {
+        node.resize(auth, self.nonce, self.num_blocks).await
+    }
+
+    fn applied(&self, answer: Response) -> anyhow::Result<Written> {
+        match answer {
+            Response::Written { step, run, run_root, root_u } => Ok(Written { step, run, run_root, root_u }),
+            other => unexpected(&format!("the resize with nonce {}", self.nonce), &other),
+        }
+    }
+
+    async fn settle(
+        &self,
+        node: &NodeClient,
+        auth: &OwnerAuth<'_>,
+        state: &mut OwnerState,
+        answer: Written,
+    ) -> anyhow::Result<ResizeReport> {
+        finish_resize(node, auth, state, answer).await
+    }
+
+    fn settled_note(&self, r: &ResizeReport, resent: bool) -> String {
+        format!(
+            "the interrupted resize to {} blocks (nonce {}) {}, verified: new C {}, spot-checked {} positions",
+            self.num_blocks,
+            self.nonce,
+            machine::how(resent),
+            r.run,
+            r.spot_checked
+        )
+    }
+}
+
 /// Checks that `signature` (65 bytes, from a node claiming to be `claimed`) over `hash`
 /// is the deal's provider's (`expected`); returns the signer. `what` names the signed
 /// thing in the error.
-pub(crate) fn check_provider_signature(signature: &[u8], claimed: Address, hash: B256, expected: Address, what: &str) -> anyhow::Result<Address> {
+pub fn check_provider_signature(signature: &[u8], claimed: Address, hash: B256, expected: Address, what: &str) -> anyhow::Result<Address> {
     let sig = Signature::try_from(signature).context("the provider's signature is malformed")?;
     let signer = sig.recover_address_from_prehash(&hash).context("the provider's signature does not recover")?;
     ensure!(signer == expected && claimed == expected, "the {what} was signed by {signer}, not the deal's provider {expected}");
     Ok(signer)
-}
-
-/// The terms of an on-chain resize: the new price per epoch and collateral, wei.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ResizeTerms {
-    /// Price per epoch for N' blocks, wei.
-    pub price_per_epoch: u128,
-    /// Collateral for N' blocks, wei.
-    pub collateral: u128,
-}
-
-impl ResizeTerms {
-    /// The deal's current per-block price and collateral, scaled from N to N' blocks
-    /// (`price_per_epoch`·N'/N, `collateral`·N'/N, rounded down).
-    pub fn scaled(price_per_epoch: u128, collateral: u128, from_blocks: u64, to_blocks: u64) -> Self {
-        let scale = |v: u128| v.saturating_mul(u128::from(to_blocks)) / u128::from(from_blocks.max(1));
-        Self { price_per_epoch: scale(price_per_epoch), collateral: scale(collateral) }
-    }
 }
 
 /// What the on-chain step did.
@@ -254,7 +301,7 @@ pub async fn resize_on_chain(
     if let Some(p) = &state.path {
         // Kept terms are only ever used for a resize not yet on chain: a leftover is harmless.
         if let Err(e) = super::resize_terms::clear(p) {
-            eprintln!("dpor: warning: {e:#}");
+            tracing::warn!("{e:#}");
         }
     }
     Ok(ChainResize { version, digest_hash, from_blocks: onchain.num_blocks, terms })

@@ -25,10 +25,10 @@
 use super::batch::{max_batch, write_batch_resizing, BatchReport};
 use crate::node_client::{NodeClient, OwnerAuth};
 use crate::owner_state::OwnerState;
+use crate::progress::Progress;
 use alloy_primitives::B256;
 use anyhow::{ensure, Context};
 use dpor_core::merkle;
-use indicatif::ProgressBar;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -173,7 +173,7 @@ async fn write_resizing(
     state: &mut OwnerState,
     writes: &[(u64, Vec<u8>)],
     new_len: u64,
-    bar: Option<&ProgressBar>,
+    bar: Option<&dyn Progress>,
 ) -> anyhow::Result<Vec<BatchReport>> {
     let old_len = state.file_bytes;
     let per = max_batch(state.block_bytes as usize).max(1);
@@ -209,7 +209,7 @@ pub async fn write_range(
     state: &mut OwnerState,
     offset: u64,
     data: &[u8],
-    bar: Option<&ProgressBar>,
+    bar: Option<&dyn Progress>,
 ) -> anyhow::Result<EditReport> {
     ensure!(state.uploaded, "upload the file first");
     ensure!(!data.is_empty(), "nothing to write: the data is empty");
@@ -246,7 +246,7 @@ pub async fn sync(
     auth: &OwnerAuth<'_>,
     state: &mut OwnerState,
     new_file: &[u8],
-    bar: Option<&ProgressBar>,
+    bar: Option<&dyn Progress>,
 ) -> anyhow::Result<EditReport> {
     ensure!(state.uploaded, "upload the file first");
     let old_roots = verified_block_roots(node, state).await?;

@@ -13,9 +13,10 @@
 //! predicted checksums otherwise. Runs built and consumed between two checkpoints are
 //! never checked: no digest references them.
 
-use super::flows::{answer_to_intent, level_sigma, reject, spot_check_at, spot_positions, store_pending_sealed, u_sigma, Misbehaved};
+use super::flows::{level_sigma, reject, spot_check_at, spot_positions, store_pending_sealed, u_sigma, Misbehaved};
 use super::local_levels::{self, Counters, LocalLevels};
-use crate::node_client::{NodeClient, OwnerAuth, WrittenBatch};
+use super::machine::{self, Request};
+use crate::node_client::{unexpected, NodeClient, OwnerAuth, WrittenBatch};
 use crate::owner_state::{sigma_from_u64, sigma_to_u64, OwnerState, Pending, PendingWrite, RunEntry, SIGMA_WIDTH};
 use alloy_primitives::B256;
 use anyhow::{bail, ensure, Context};
@@ -25,7 +26,7 @@ use dpor_core::field::Fp;
 use dpor_core::merkle;
 use dpor_core::state::{write_step, WriteStep};
 use dpor_core::{RunId, RunTag};
-use dpor_proto::messages::{batch_len, WireRun, WireWrite};
+use dpor_proto::messages::{batch_len, Response, WireRun, WireWrite};
 use serde_bytes::ByteBuf;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -99,7 +100,7 @@ pub async fn write_batch_resizing(
             state.num_blocks * state.block_bytes as u64
         );
     }
-    super::recover::recover(node, auth, state).await?;
+    machine::ready(node, state).await?;
     ensure!(state.uploaded, "upload the file first");
     ensure!(!writes.is_empty(), "a batch needs at least one write");
     let format = state.format()?;
@@ -204,6 +205,7 @@ pub async fn write_batch_resizing(
 
     // (3) The intent, durably, then the batch itself.
     let nonce = state.next_nonce();
+    let count = blocks.len();
     state.stash_sigmas(&expected)?;
     state.pending = Some(Pending::WriteBatch {
         nonce,
@@ -238,8 +240,7 @@ pub async fn write_batch_resizing(
         }
         None => (node.write_batch(auth, nonce, wire).await, None),
     };
-    let answer = answer_to_intent(state, sent)?;
-    let mut report = finish_write_batch(node, auth, state, answer).await?;
+    let mut report = machine::settle(node, auth, state, &BatchRequest { nonce, count }, sent).await?;
     // Committed: the copy now belongs to the new state (a failed job leaves none, and
     // the checkpoint replays from the block cache).
     match local {
@@ -635,6 +636,73 @@ fn recompute_level(state: &OwnerState, level: u32) -> anyhow::Result<Option<Vec<
     let run = local.remove(&level).context("the replayed window did not end on its level")?;
     let coded: Vec<Vec<u8>> = run.chunks_exact(width).map(|b| format.coded_to_bytes(b)).collect::<Result<_, _>>()?;
     Ok(Some(coded))
+}
+
+/// A batch of writes ([`Pending::WriteBatch`]) as the owner's state machine drives it
+/// ([`machine`]): sent again from the saved intent, settled by [`finish_write_batch`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BatchRequest {
+    /// Its nonce.
+    pub nonce: u64,
+    /// The number of writes.
+    pub count: usize,
+}
+
+impl BatchRequest {
+    /// The request a saved intent holds, if it is a batch.
+    pub(crate) fn of(p: &Pending) -> Option<Self> {
+        match p {
+            Pending::WriteBatch { nonce, writes, .. } => Some(Self { nonce: *nonce, count: writes.len() }),
+            _ => None,
+        }
+    }
+}
+
+impl Request for BatchRequest {
+    type Answer = WrittenBatch;
+    type Report = BatchReport;
+
+    fn what(&self) -> String {
+        format!("batch of {} writes", self.count)
+    }
+
+    fn nonce(&self) -> u64 {
+        self.nonce
+    }
+
+    async fn send(&self, node: &NodeClient, auth: &OwnerAuth<'_>, state: &OwnerState) -> anyhow::Result<WrittenBatch> {
+        let Some(Pending::WriteBatch { writes, .. }) = &state.pending else { bail!("no batch of writes is pending") };
+        let wire =
+            writes.iter().map(|w| WireWrite { index: w.index, block: ByteBuf::from(w.block.to_vec()), sealed_u: w.sealed_u }).collect();
+        node.write_batch(auth, self.nonce, wire).await
+    }
+
+    fn applied(&self, answer: Response) -> anyhow::Result<WrittenBatch> {
+        match answer {
+            Response::WrittenBatch { count, root_u, runs } => Ok(WrittenBatch { count, root_u, runs }),
+            other => unexpected(&format!("the batch with nonce {}", self.nonce), &other),
+        }
+    }
+
+    async fn settle(
+        &self,
+        node: &NodeClient,
+        auth: &OwnerAuth<'_>,
+        state: &mut OwnerState,
+        answer: WrittenBatch,
+    ) -> anyhow::Result<BatchReport> {
+        finish_write_batch(node, auth, state, answer).await
+    }
+
+    fn settled_note(&self, r: &BatchReport, resent: bool) -> String {
+        format!(
+            "the interrupted batch of {} writes (nonce {}) {}, verified: new runs {} (checked at the next checkpoint)",
+            self.count,
+            self.nonce,
+            machine::how(resent),
+            r.runs.join(", ")
+        )
+    }
 }
 
 #[cfg(test)]

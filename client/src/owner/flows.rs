@@ -3,8 +3,10 @@
 //! owner's state moves on. No chain access here (see `commands.rs`), so benchmarks and
 //! tests can drive a node directly.
 
-use crate::node_client::{definitely_refused, NodeClient, OwnerAuth, Written};
+use super::machine::{self, Request};
+use crate::node_client::{unexpected, NodeClient, OwnerAuth, Written};
 use crate::owner_state::{sigma_from_u64, sigma_to_u64, OwnerState, Pending, RunEntry, SIGMA_WIDTH};
+use crate::progress::Progress;
 use alloy_primitives::{B256, U256};
 use anyhow::{bail, ensure, Context};
 use dpor_core::audit::{spot_check, RunCommitment, SampleResponse};
@@ -15,8 +17,7 @@ use dpor_core::field::Fp;
 use dpor_core::merkle::{self, MerkleTree};
 use dpor_core::state::{write_step, WriteStep};
 use dpor_core::{BlockFormat, RunId, RunTag};
-use dpor_proto::messages::{batch_len, OwnerOp, WireRun, WireStep};
-use indicatif::ProgressBar;
+use dpor_proto::messages::{batch_len, OwnerOp, Response, WireRun, WireStep};
 use rand::Rng;
 use serde_bytes::ByteBuf;
 
@@ -205,9 +206,9 @@ pub async fn upload(
     auth: &OwnerAuth<'_>,
     state: &mut OwnerState,
     file: &[u8],
-    bar: Option<&ProgressBar>,
+    bar: Option<&dyn Progress>,
 ) -> anyhow::Result<UploadReport> {
-    super::recover::recover(node, auth, state).await?;
+    machine::ready(node, state).await?;
     ensure!(!state.uploaded, "this deal's file is already uploaded (use `write` to change it)");
     let format = state.format()?;
     let keys = state.keys()?;
@@ -255,34 +256,15 @@ pub async fn upload(
     // The intent first (durably), then the request.
     let nonce = state.next_nonce();
     state.stash_sigma(C0, &expected)?;
-    state.pending = Some(Pending::UploadFinish { nonce, root_u: my_root_u, file_bytes: file.len() as u64, rejected: None });
-    state.persist()?;
-    let (root_u, c, root_c) = answer_to_intent(state, node.upload_finish(auth, nonce).await)?;
-    let checked = finish_upload(node, auth, state, root_u, c, root_c).await?;
+    machine::intend(state, Pending::UploadFinish { nonce, root_u: my_root_u, file_bytes: file.len() as u64, rejected: None })?;
+    let (checked, (root_u, _, root_c)) = machine::run(node, auth, state, &UploadFinishRequest { nonce }).await?;
     Ok(UploadReport { file_bytes: file.len() as u64, num_blocks: state.num_blocks, root_u, root_c, spot_checked: checked })
 }
 
 /// C@0, the run an upload builds.
 const C0: WireRun = WireRun { tag: 0, built_at: 0 };
 
-/// The answer to a request whose intent the owner saved before sending it: a definite
-/// refusal (nothing was applied) drops the intent ([`OwnerState::drop_intent`]) and
-/// returns the refusal; any other failure keeps the intent, for the next command to
-/// settle with the node ([`super::recover`]), and says so ([`LOST_ANSWER`]).
-pub(crate) fn answer_to_intent<T>(state: &mut OwnerState, answer: anyhow::Result<T>) -> anyhow::Result<T> {
-    match answer {
-        Ok(a) => Ok(a),
-        Err(e) if definitely_refused(&e) => {
-            state.drop_intent()?;
-            Err(e)
-        }
-        Err(e) => Err(e.context(LOST_ANSWER)),
-    }
-}
-
-/// What an owner command says when a request got no answer (its intent is saved).
-pub const LOST_ANSWER: &str = "the node did not answer; the request is saved and the next command \
-     (e.g. `dpor status`) learns its outcome from the node and completes it";
+pub use super::machine::LOST_ANSWER;
 
 /// Checks the node's answer to a [`Pending::UploadFinish`] (as it arrived, or as the
 /// node reported it after a crash), spot-checks C, commits the state, and stores σ̃_C.
@@ -476,7 +458,7 @@ pub async fn write(
     index: u64,
     data: &[u8],
 ) -> anyhow::Result<WriteReport> {
-    super::recover::recover(node, auth, state).await?;
+    machine::ready(node, state).await?;
     ensure!(state.uploaded, "upload the file first");
     let format = state.format()?;
     let keys = state.keys()?;
@@ -538,19 +520,11 @@ pub async fn write(
     let nonce = state.next_nonce();
     let run = WireRun::from(expected_run);
     state.stash_sigma(run, &expected)?;
-    state.pending = Some(Pending::Write {
-        nonce,
-        index,
-        block: block.clone().into(),
-        sealed_u: B256::from(sealed),
-        new_root_u,
-        run,
-        c_snapshot,
-        rejected: None,
-    });
-    state.persist()?;
-    let written = answer_to_intent(state, node.write(auth, nonce, index, block, B256::from(sealed)).await)?;
-    let mut report = finish_write(node, auth, state, written).await?;
+    machine::intend(
+        state,
+        Pending::Write { nonce, index, block: block.into(), sealed_u: B256::from(sealed), new_root_u, run, c_snapshot, rejected: None },
+    )?;
+    let mut report = machine::run(node, auth, state, &WriteRequest { nonce, index }).await?;
     report.sealed_fetched = fetched;
     Ok(report)
 }
@@ -646,6 +620,140 @@ pub(crate) async fn finish_write(
     })
 }
 
+/// A single write ([`Pending::Write`]) as the owner's state machine drives it
+/// ([`machine`]): sent from the saved intent, settled by [`finish_write`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WriteRequest {
+    /// Its nonce.
+    pub nonce: u64,
+    /// Block index.
+    pub index: u64,
+}
+
+impl WriteRequest {
+    /// The request a saved intent holds, if it is a write.
+    pub(crate) fn of(p: &Pending) -> Option<Self> {
+        match p {
+            Pending::Write { nonce, index, .. } => Some(Self { nonce: *nonce, index: *index }),
+            _ => None,
+        }
+    }
+}
+
+impl Request for WriteRequest {
+    type Answer = Written;
+    type Report = WriteReport;
+
+    fn what(&self) -> String {
+        format!("write of block {}", self.index)
+    }
+
+    fn nonce(&self) -> u64 {
+        self.nonce
+    }
+
+    async fn send(&self, node: &NodeClient, auth: &OwnerAuth<'_>, state: &OwnerState) -> anyhow::Result<Written> {
+        let Some(Pending::Write { index, block, sealed_u, .. }) = &state.pending else { bail!("no write is pending") };
+        node.write(auth, self.nonce, *index, block.to_vec(), *sealed_u).await
+    }
+
+    fn applied(&self, answer: Response) -> anyhow::Result<Written> {
+        match answer {
+            Response::Written { step, run, run_root, root_u } => Ok(Written { step, run, run_root, root_u }),
+            other => unexpected(&format!("the write with nonce {}", self.nonce), &other),
+        }
+    }
+
+    async fn settle(
+        &self,
+        node: &NodeClient,
+        auth: &OwnerAuth<'_>,
+        state: &mut OwnerState,
+        answer: Written,
+    ) -> anyhow::Result<WriteReport> {
+        finish_write(node, auth, state, answer).await
+    }
+
+    fn settled_note(&self, r: &WriteReport, resent: bool) -> String {
+        format!(
+            "the interrupted write of block {} (nonce {}) {}, verified: rebuilt {} ({}), spot-checked {} positions",
+            self.index,
+            self.nonce,
+            machine::how(resent),
+            r.rebuilt,
+            r.run,
+            r.spot_checked
+        )
+    }
+}
+
+/// The upload's finish ([`Pending::UploadFinish`]) as the owner's state machine drives
+/// it ([`machine`]): settled by [`finish_upload`]; reports the positions spot-checked
+/// and the node's answer (rootU, C, rootC).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct UploadFinishRequest {
+    /// Its nonce.
+    pub nonce: u64,
+}
+
+impl UploadFinishRequest {
+    /// The request a saved intent holds, if it is an upload's finish.
+    pub(crate) fn of(p: &Pending) -> Option<Self> {
+        match p {
+            Pending::UploadFinish { nonce, .. } => Some(Self { nonce: *nonce }),
+            _ => None,
+        }
+    }
+}
+
+impl Request for UploadFinishRequest {
+    type Answer = (B256, WireRun, B256);
+    type Report = (usize, (B256, WireRun, B256));
+
+    fn what(&self) -> String {
+        "upload".into()
+    }
+
+    fn nonce(&self) -> u64 {
+        self.nonce
+    }
+
+    async fn send(&self, node: &NodeClient, auth: &OwnerAuth<'_>, _state: &OwnerState) -> anyhow::Result<Self::Answer> {
+        node.upload_finish(auth, self.nonce).await
+    }
+
+    fn applied(&self, answer: Response) -> anyhow::Result<Self::Answer> {
+        match answer {
+            Response::Committed { root_u, c, root_c } => Ok((root_u, c, root_c)),
+            other => unexpected(&format!("the upload finish with nonce {}", self.nonce), &other),
+        }
+    }
+
+    async fn settle(
+        &self,
+        node: &NodeClient,
+        auth: &OwnerAuth<'_>,
+        state: &mut OwnerState,
+        answer: Self::Answer,
+    ) -> anyhow::Result<Self::Report> {
+        let (root_u, c, root_c) = answer;
+        let checked = finish_upload(node, auth, state, root_u, c, root_c).await?;
+        Ok((checked, answer))
+    }
+
+    fn settled_note(&self, (checked, (root_u, _, _)): &Self::Report, resent: bool) -> String {
+        format!(
+            "the interrupted upload (nonce {}) {}, verified: rootU {root_u}, C spot-checked at {checked} positions",
+            self.nonce,
+            if resent { "was finished again" } else { "had been finished by the node" }
+        )
+    }
+
+    fn refused_note(&self, e: &anyhow::Error) -> String {
+        format!("the interrupted upload was not finished: the node refuses it ({e:#}); run `upload` again")
+    }
+}
+
 /// Read(i): the block, verified against rootU and against the owner's checksum.
 pub async fn read(node: &NodeClient, state: &OwnerState, index: u64) -> anyhow::Result<Vec<u8>> {
     ensure!(index < state.num_blocks, "block index {index} is out of range (N = {})", state.num_blocks);
@@ -678,7 +786,7 @@ impl<T> Drop for AbortOnDrop<T> {
 /// current one), and each block must match its checksum σ opened from that σ̃ (§5.2:
 /// a wrong block passes with probability ≤ 2^-127): the owner's secret MAC checks the
 /// content, at a fraction of the cost of rehashing every block's chunk tree.
-pub async fn download(node: &NodeClient, state: &OwnerState, bar: Option<&ProgressBar>) -> anyhow::Result<Vec<u8>> {
+pub async fn download(node: &NodeClient, state: &OwnerState, bar: Option<&dyn Progress>) -> anyhow::Result<Vec<u8>> {
     ensure!(state.uploaded, "nothing uploaded yet");
     let format = state.format()?;
     let keys = state.keys()?;
@@ -730,8 +838,7 @@ pub async fn download(node: &NodeClient, state: &OwnerState, bar: Option<&Progre
     Ok(out)
 }
 
-/// Extract (DESIGN §6): see [`super::extract`], which this re-exports.
-pub use super::extract::{extract, RunPresence};
+// Extract (DESIGN §6): see `super::extract` (the flows do not import it: it uses them).
 
 /// The digest of the owner's verified state, with the next version.
 pub fn next_digest(state: &OwnerState, version: u64) -> Digest {

@@ -1,0 +1,15 @@
+//! # dpor-client
+//!
+//! The owner's side of the dpor protocol as a library (the `dpor` CLI, package
+//! `dpor-cli`, is a shell of argument parsing and output over it):
+//!
+//! - [`node_client`]: a typed client of one node (`dpor_proto`).
+//! - [`owner_state`]: the owner's small state file.
+//! - [`owner`]: the owner's flows (DESIGN §6): upload, write, batches, resize, extract,
+//!   and crash recovery, all through one state machine (`owner::machine`).
+//! - [`progress`]: progress reports from long flows (the library prints nothing).
+
+pub mod node_client;
+pub mod owner;
+pub mod owner_state;
+pub mod progress;
