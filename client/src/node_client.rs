@@ -39,6 +39,17 @@ pub struct Written {
     pub root_u: B256,
 }
 
+impl Written {
+    /// The answer `got` to a write or a resize (`what`, for the error): a
+    /// [`Response::Written`], or an error naming what came instead.
+    pub fn from_response(what: &str, got: Response) -> anyhow::Result<Written> {
+        match got {
+            Response::Written { step, run, run_root, root_u } => Ok(Written { step, run, run_root, root_u }),
+            other => unexpected(what, &other),
+        }
+    }
+}
+
 /// What a batch of writes returned.
 #[derive(Debug, Clone)]
 pub struct WrittenBatch {
@@ -265,10 +276,7 @@ impl NodeClient {
     /// Write(i, B).
     pub async fn write(&self, auth: &OwnerAuth<'_>, nonce: u64, index: u64, block: Vec<u8>, sealed_u: B256) -> anyhow::Result<Written> {
         let op = OwnerOp::Write { index, block: ByteBuf::from(block), sealed_u };
-        match self.call(auth.sign(nonce, &op)?).await.context("owner write")? {
-            Response::Written { step, run, run_root, root_u } => Ok(Written { step, run, run_root, root_u }),
-            other => unexpected("write", &other),
-        }
+        Written::from_response("write", self.call(auth.sign(nonce, &op)?).await.context("owner write")?)
     }
 
     /// A batch of writes ([`OwnerOp::WriteBatch`]): (count, new rootU, runs built).
@@ -282,10 +290,7 @@ impl NodeClient {
     /// Resize ([`OwnerOp::Resize`], App. A.3): the node's answer as for a write that
     /// rebuilt C (the new C and the new rootU).
     pub async fn resize(&self, auth: &OwnerAuth<'_>, nonce: u64, num_blocks: u64) -> anyhow::Result<Written> {
-        match self.call(auth.sign(nonce, &OwnerOp::Resize { num_blocks })?).await.context("owner resize")? {
-            Response::Written { step, run, run_root, root_u } => Ok(Written { step, run, run_root, root_u }),
-            other => unexpected("resize", &other),
-        }
+        Written::from_response("resize", self.call(auth.sign(nonce, &OwnerOp::Resize { num_blocks })?).await.context("owner resize")?)
     }
 
     /// Co-sign a resize ([`OwnerOp::CosignResize`]): the provider's signature over the

@@ -658,10 +658,7 @@ impl Request for WriteRequest {
     }
 
     fn applied(&self, answer: Response) -> anyhow::Result<Written> {
-        match answer {
-            Response::Written { step, run, run_root, root_u } => Ok(Written { step, run, run_root, root_u }),
-            other => unexpected(&format!("the write with nonce {}", self.nonce), &other),
-        }
+        Written::from_response(&format!("the write with nonce {}", self.nonce), answer)
     }
 
     async fn settle(

@@ -17,7 +17,7 @@
 use super::flows::{open_u, Misbehaved, reject, spot_check_run, store_pending_sealed, verified_u_leaves};
 use super::machine::{self, Request};
 pub use super::resize_terms::ResizeTerms;
-use crate::node_client::{unexpected, NodeClient, OwnerAuth, Written};
+use crate::node_client::{NodeClient, OwnerAuth, Written};
 use crate::owner_state::{OwnerState, Pending, RunEntry, SIGMA_WIDTH};
 use alloy::signers::local::PrivateKeySigner;
 use alloy::signers::SignerSync;
@@ -194,10 +194,7 @@ impl Request for ResizeRequest {
     }
 
     fn applied(&self, answer: Response) -> anyhow::Result<Written> {
-        match answer {
-            Response::Written { step, run, run_root, root_u } => Ok(Written { step, run, run_root, root_u }),
-            other => unexpected(&format!("the resize with nonce {}", self.nonce), &other),
-        }
+        Written::from_response(&format!("the resize with nonce {}", self.nonce), answer)
     }
 
     async fn settle(
