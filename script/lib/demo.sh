@@ -138,6 +138,9 @@ cleanup() {
     for pid in "${groups[@]}"; do kill -- "-$pid" || true; done
     for pid in "${pids[@]}"; do kill "$pid" || true; done
     for pid in "${pids[@]}"; do wait "$pid" || true; done
+    # Anything else still running one of this run's binaries: a child of a killed
+    # subshell (a backgrounded shell function forks one) is in no list above.
+    case "$work" in */.demo/run-[0-9]*) pkill -KILL -f "^$work/bin/" || true ;; esac
   } 2>/dev/null
   {
     if [ "$code" -ne 0 ]; then echo "demo: stopped every process it started; files and logs in $work"; fi
