@@ -16,6 +16,7 @@
 //! or the connection) at any point thus leaves either the old state with an intent,
 //! which the next command resolves with the node (`owner::recover`), or the new one.
 
+use crate::owner::local_levels::{LocalLevel, LocalLevels};
 use alloy_primitives::{Address, B256};
 use anyhow::Context;
 use dpor_core::checksum::{OwnerKeys, RHO};
@@ -277,7 +278,7 @@ pub struct OwnerState {
     /// work and taken by checkpoints instead of a replay (memory only; a cache that
     /// names the state it belongs to: [`crate::owner::local_levels`]).
     #[serde(skip)]
-    pub local_levels: Option<crate::owner::local_levels::LocalLevels>,
+    pub local_levels: Option<LocalLevels>,
 }
 
 /// What identifies a deal and fixes its code, for [`OwnerState::new`].
@@ -341,8 +342,7 @@ impl OwnerState {
     pub fn load(path: &Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read the owner state {} (run `dpor deal open` first?)", path.display()))?;
-        let mut state: Self =
-            serde_json::from_str(&text).with_context(|| format!("the owner state {} is corrupt", path.display()))?;
+        let mut state: Self = serde_json::from_str(&text).with_context(|| format!("the owner state {} is corrupt", path.display()))?;
         state.path = Some(path.to_path_buf());
         state.recent = state.load_recent();
         Ok(state)
@@ -533,6 +533,30 @@ impl OwnerState {
         self.rebuild_count * self.num_blocks + self.write_count
     }
 
+    /// Takes the owner's copy of its smallest levels ([`Self::local_levels`]), keeping
+    /// only what belongs to this state: nothing if the copy was made for another
+    /// (total writes, rootU), else the levels naming the run this state has at that level.
+    pub fn take_local_levels(&mut self) -> BTreeMap<u32, LocalLevel> {
+        let at = (self.total_writes(), self.root_u);
+        let Some(copy) = self.local_levels.take().filter(|c| c.at == at) else {
+            return BTreeMap::new();
+        };
+        copy.levels.into_iter().filter(|(l, lv)| self.run_at(*l) == Some(lv.run)).collect()
+    }
+
+    /// Level `level` of the owner's copy ([`Self::local_levels`]), if the copy belongs
+    /// to this state and holds the run this state has at that level.
+    pub fn local_level(&self, level: u32) -> Option<&LocalLevel> {
+        let copy = self.local_levels.as_ref().filter(|c| c.at == (self.total_writes(), self.root_u))?;
+        let lv = copy.levels.get(&level)?;
+        (self.run_at(level) == Some(lv.run)).then_some(lv)
+    }
+
+    /// The run this state has at level `level`, if any.
+    fn run_at(&self, level: u32) -> Option<WireRun> {
+        self.levels.get(level as usize).and_then(|e| e.as_ref()).map(|e| e.run)
+    }
+
     /// The next nonce (and records it as used).
     pub fn next_nonce(&mut self) -> u64 {
         self.nonce += 1;
@@ -646,9 +670,7 @@ pub fn sigma_to_u64(s: &[Fp]) -> Vec<u64> {
 
 /// Checksums back from canonical integers; errors on a non-canonical value.
 pub fn sigma_from_u64(v: &[u64]) -> anyhow::Result<Vec<Fp>> {
-    v.iter()
-        .map(|x| field::from_bytes(x.to_le_bytes()).context("a cached checksum is not a field element (state file corrupt)"))
-        .collect()
+    v.iter().map(|x| field::from_bytes(x.to_le_bytes()).context("a cached checksum is not a field element (state file corrupt)")).collect()
 }
 
 /// Width of checksum vectors (ρ).
@@ -659,7 +681,15 @@ mod tests {
     use super::*;
 
     fn state(path: Option<PathBuf>) -> OwnerState {
-        let params = DealParams { deal: 1, chain_id: 31337, market: Address::ZERO, provider: Address::ZERO, num_blocks: 4, block_bytes: 64, lambda: 8 };
+        let params = DealParams {
+            deal: 1,
+            chain_id: 31337,
+            market: Address::ZERO,
+            provider: Address::ZERO,
+            num_blocks: 4,
+            block_bytes: 64,
+            lambda: 8,
+        };
         OwnerState { path, ..OwnerState::new(params, B256::repeat_byte(1), 2, 0) }
     }
 
@@ -751,7 +781,8 @@ mod tests {
     fn the_recent_sidecar_appends_survives_a_torn_tail_and_compacts() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("owner.json");
-        let params = DealParams { deal: 1, chain_id: 1, market: Address::ZERO, provider: Address::ZERO, num_blocks: 64, block_bytes: 8, lambda: 4 };
+        let params =
+            DealParams { deal: 1, chain_id: 1, market: Address::ZERO, provider: Address::ZERO, num_blocks: 64, block_bytes: 8, lambda: 4 };
         let mut s = OwnerState::new(params, B256::repeat_byte(1), 2, 4);
         s.path = Some(path.clone());
         s.save(&path).unwrap();

@@ -223,7 +223,7 @@ pub async fn write_batch_resizing(
     // The owner's copy of its smallest levels, advanced by this batch's HAdds on a
     // blocking thread while the node applies the batch (`local_levels`).
     let local_job = (state.block_cache_levels > 0).then(|| {
-        let prev = LocalLevels::for_state(state.local_levels.take(), state);
+        let prev = state.take_local_levels();
         let start = Counters { write_count: state.write_count, rebuild_count: state.rebuild_count, num_blocks: n };
         let writes: Vec<(u64, Vec<u8>)> = blocks.iter().map(|(index, block, _, _)| (*index, block.clone())).collect();
         let keep = state.block_cache_levels;
@@ -482,7 +482,7 @@ pub async fn verify_deferred(node: &NodeClient, auth: &OwnerAuth<'_>, state: &mu
         // The owner's own version of the run: from its copy of the level (built beside
         // the batches), or replayed from its block cache.
         let mine = match level {
-            Some(l) if l < state.block_cache_levels => match LocalLevels::get(state.local_levels.as_ref(), state, l) {
+            Some(l) if l < state.block_cache_levels => match state.local_level(l) {
                 Some(lv) => Some(match lv.root {
                     Some(root) => Recomputed::Root(root),
                     None => Recomputed::Coded(local_levels::coded_blocks(&format, &lv.elements)?),

@@ -2,7 +2,7 @@
 //! check of App. A.1, docs/SCHEME.md §10).
 //!
 //! A checkpoint ([`super::batch::verify_deferred`]) checks each unchecked run of a level
-//! below [`OwnerState::block_cache_levels`] against the owner's own recomputation of
+//! below the owner state's `block_cache_levels` against the owner's own recomputation of
 //! it. Replaying a level's window of writes at the checkpoint (`recompute_level`) costs
 //! the HAdds of up to 2^ℓ writes per level, while the node waits (14–17 % of the
 //! batched bench's time). Instead, each batch runs the same HAdds on the owner's copy
@@ -13,10 +13,10 @@
 //! The copy is a cache, never the reference: it is kept in memory only, belongs to one
 //! exact owner state (total writes and rootU, [`LocalLevels::at`]), is committed only
 //! when the batch it was built for commits, and every level in it is named by its run
-//! ([`WireRun`]); a level missing from it (a fresh process, another kind of write, a
+//! ([`WireRun`]; the owner state hands out only the levels that name its own runs,
+//! `OwnerState::take_local_levels` and `OwnerState::local_level`); a level missing from it (a fresh process, another kind of write, a
 //! resize, a crash) is replayed from the block cache as before.
 
-use crate::owner_state::OwnerState;
 use alloy_primitives::B256;
 use dpor_core::block::BlockFormat;
 use dpor_core::code;
@@ -46,28 +46,6 @@ pub struct LocalLevels {
     pub at: (u64, B256),
     /// Level ℓ → its run.
     pub levels: BTreeMap<u32, LocalLevel>,
-}
-
-impl LocalLevels {
-    /// The levels of `state` this copy holds, if it belongs to `state` (else none):
-    /// only the entries naming the run `state` has at that level.
-    pub fn for_state(copy: Option<LocalLevels>, state: &OwnerState) -> BTreeMap<u32, LocalLevel> {
-        let Some(copy) = copy.filter(|c| c.at == (state.total_writes(), state.root_u)) else {
-            return BTreeMap::new();
-        };
-        copy.levels
-            .into_iter()
-            .filter(|(l, lv)| state.levels.get(*l as usize).and_then(|e| e.as_ref()).is_some_and(|e| e.run == lv.run))
-            .collect()
-    }
-
-    /// The level `level` of `state`, if this copy belongs to `state` and holds it.
-    pub fn get<'a>(copy: Option<&'a LocalLevels>, state: &OwnerState, level: u32) -> Option<&'a LocalLevel> {
-        let copy = copy.filter(|c| c.at == (state.total_writes(), state.root_u))?;
-        let lv = copy.levels.get(&level)?;
-        let entry = state.levels.get(level as usize)?.as_ref()?;
-        (entry.run == lv.run).then_some(lv)
-    }
 }
 
 /// Where a batch starts: the counters of the owner state before it.
