@@ -24,7 +24,7 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// The module path of a source file (`owner/batch.rs` → `owner::batch`; `lib.rs` → ``).
 fn module_of(src: &Path, file: &Path) -> Vec<String> {
-    let rel = file.strip_prefix(src).expect("under src");
+    let Ok(rel) = file.strip_prefix(src) else { panic!("{} is not under {}", file.display(), src.display()) };
     let mut parts: Vec<String> = rel.with_extension("").iter().map(|c| c.to_string_lossy().into_owned()).collect();
     if matches!(parts.last().map(String::as_str), Some("mod" | "lib" | "main")) {
         parts.pop();
