@@ -8,7 +8,9 @@
 //! - [`owner`]: the owner's flows (DESIGN §6): upload, write, batches, resize, extract,
 //!   and crash recovery, all through one state machine (`owner::machine`).
 //! - [`progress`]: progress reports from long flows (the library prints nothing).
+//! - [`beacon_relay`]: the beacon relay (local key or drand HTTP, verified before gas).
 
+pub mod beacon_relay;
 pub mod node_client;
 pub mod owner;
 pub mod owner_state;
