@@ -2,13 +2,20 @@
 // once (viem over JSON-RPC, batched), where one `cast` per call would take minutes at
 // 50+ nodes and hundreds of files. Run by script/emulate only:
 //
-//   node emulate-chain.mjs pending  RPC MARKET ROLES       deals an honest live node still
-//        has to prove in the current global epoch: prints "N" then up to 5 "deal provider"
+//   node emulate-chain.mjs pending  RPC MARKET ROLES MODE  what an honest live node still
+//        has to settle in the current global epoch g. MODE "deal" (per-deal proofs): deals
+//        with an epoch at g and a digest in force not yet Proven; prints "N" then up to 5
+//        "deal provider". MODE "commit" (epoch commitments, docs/COMMITMENTS.md): providers
+//        with such a deal whose commitment of g is not on chain (getCommitment); prints
+//        "N" then up to 5 "provider"
+//   node emulate-chain.mjs nodes    RPC MARKET ROLES       one line per provider of ROLES,
+//        in its order: "address registered activeDeals" (registered: true | false)
 //   node emulate-chain.mjs report   RPC MARKET MANIFEST ROLES FROM TO K
 //        one JSON line for blocks FROM..TO (inclusive) and the state at TO:
 //        gas (sum of the receipts' gasUsed, all senders) by contract function, shards
 //        replaced (FileManifest ShardReplaced), epochs proven / missed, disputes slashed,
-//        challenges faulted, deals terminated, exits requested, and per file the healthy
+//        epoch commitments (EpochCommitted: how many, the deal epochs under them, the
+//        safety draws), challenges opened / answered / faulted, epochs claimed, deals terminated, exits requested, and per file the healthy
 //        shards (deal Active, no fault counted, provider neither gone nor a cheater)
 //   node emulate-chain.mjs slashed  RPC MARKET ROLES TO    providers with a fault since
 //        block 0 (EpochMissed with slashed > 0, DisputeSlashed, ChallengeFaulted,
@@ -17,7 +24,8 @@
 //   node emulate-chain.mjs timeline RPC MARKET MANIFEST ROLES FAILED TO   for each failed
 //        provider (FAILED: a JSON file {"0xprovider": chain timestamp of its failure}),
 //        its deals active then: hours of chain time from the failure to the deal's
-//        first slashed EpochMissed and to the ShardReplaced that moved it; by role
+//        first fault (a slashed EpochMissed, a DisputeSlashed or a ChallengeFaulted) and
+//        to the ShardReplaced that moved it; by role
 //        (JSON: shards, slashed, repaired, median and max hours)
 //
 // ROLES: a JSON file {"0xprovider (lower case)": "honest" | "restarted" | "cheater" |
@@ -54,7 +62,7 @@ const allDeals = async () => {
   return ids.map((id, i) => ({ id, ...deals[i] }));
 };
 
-async function pending(rolesPath) {
+async function pending(rolesPath, mode = "deal") {
   const role = roles(rolesPath);
   const [genesis, epochSeconds, block] = await Promise.all([read("genesis"), read("epochSeconds"), client.getBlock()]);
   const g = (block.timestamp - genesis) / epochSeconds;
@@ -66,10 +74,28 @@ async function pending(rolesPath) {
   });
   const inForce = await Promise.all(due.map((d) => read("digestInForce", [d.id, g - d.startEpoch])));
   const withDigest = due.filter((_, i) => inForce[i][0] > 0n);
+  if (mode === "commit") {
+    // One commitment per provider per global epoch settles all its deals' epochs at g
+    // (whether each entry is right is the watchers' check: a wrong or missing one is
+    // challenged and, unanswered, faulted, which the report counts as a slashing).
+    const providers = [...new Set(withDigest.map((d) => d.provider.toLowerCase()))];
+    const got = await Promise.all(providers.map((p) => read("getCommitment", [p, g])));
+    const left = providers.filter((_, i) => !got[i][1]);
+    console.log(left.length);
+    for (const p of left.slice(0, 5)) console.log(p);
+    return;
+  }
+  if (mode !== "deal") throw new Error(`pending: MODE must be deal or commit (got ${mode})`);
   const status = await Promise.all(withDigest.map((d) => read("epochStatus", [d.id, g - d.startEpoch])));
   const left = withDigest.filter((_, i) => Number(status[i]) === 0);
   console.log(left.length);
   for (const d of left.slice(0, 5)) console.log(`${d.id} ${d.provider.toLowerCase()}`);
+}
+
+async function nodes(rolesPath) {
+  const addrs = Object.keys(JSON.parse(readFileSync(rolesPath, "utf8")));
+  const got = await Promise.all(addrs.map((a) => read("getProvider", [a])));
+  addrs.forEach((a, i) => console.log(`${a} ${got[i].registered} ${got[i].activeDeals}`));
 }
 
 // Names of the functions a transaction may call, by selector.
@@ -151,7 +177,12 @@ async function report(manifest, rolesPath, fromS, toS, kS) {
     blocks: Number(to - from + 1n), txs, gas_total: Object.values(gas).reduce((a, b) => a + b, 0), gas,
     shards_replaced: replaced.length,
     replaced_shard_bytes: replaced.reduce((a, e) => a + blockBytesOf(e.args.newDealId), 0),
-    epochs_proven: count("EpochProven"), epochs_missed: count("EpochMissed"), epochs_excused: count("EpochExcused"),
+    epochs_proven: count("EpochProven"),
+    commitments: count("EpochCommitted"),
+    epochs_committed: ev.filter((e) => e.eventName === "EpochCommitted").reduce((a, e) => a + Number(e.args.leafCount), 0),
+    safety_draws: ev.filter((e) => e.eventName === "EpochCommitted" && e.args.safetyChallengeId > 0n).length,
+    challenges_opened: count("ChallengeOpened"), challenges_answered: count("ChallengeAnswered"),
+    epochs_claimed: ev.filter((e) => e.eventName === "EpochsClaimed").reduce((a, e) => a + Number(e.args.proven), 0), epochs_missed: count("EpochMissed"), epochs_excused: count("EpochExcused"),
     disputes_slashed: count("DisputeSlashed"), challenges_faulted: count("ChallengeFaulted"),
     deals_terminated: count("DealTerminated"), exits_requested: count("ExitRequested"), deals_opened: count("DealOpened"),
     files: nFiles, files_whole: whole, files_decodable: decodable, files_below_k: below, shards, shards_unhealthy: unhealthy,
@@ -189,7 +220,7 @@ async function timeline(manifest, rolesPath, failedPath, toS) {
   for (const e of ev) {
     const t = ts.get(e.blockNumber);
     if (e.eventName === "EpochMissed" && e.args.slashed > 0n && !firstMissed.has(e.args.dealId)) firstMissed.set(e.args.dealId, t);
-    if (e.eventName === "DisputeSlashed" && !firstMissed.has(e.args.dealId)) firstMissed.set(e.args.dealId, t);
+    if ((e.eventName === "DisputeSlashed" || e.eventName === "ChallengeFaulted") && !firstMissed.has(e.args.dealId)) firstMissed.set(e.args.dealId, t);
     if (e.eventName === "ShardReplaced") replacedAt.set(BigInt(e.args.oldDealId), t);
   }
   const deals = await allDeals();
@@ -217,7 +248,8 @@ async function timeline(manifest, rolesPath, failedPath, toS) {
 
 try {
   if (cmd === "timeline") await timeline(...rest);
-  else if (cmd === "pending") await pending(rest[0]);
+  else if (cmd === "pending") await pending(rest[0], rest[1]);
+  else if (cmd === "nodes") await nodes(rest[0]);
   else if (cmd === "report") await report(...rest);
   else if (cmd === "slashed") await slashed(...rest);
   else throw new Error(`unknown command ${cmd}`);
