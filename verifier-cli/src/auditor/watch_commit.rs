@@ -98,7 +98,9 @@ pub async fn commitment_step(
         return Ok(0);
     };
     let mut n = 0;
-    for epoch in [cur.saturating_sub(1), cur] {
+    // The previous epoch and the current one; in a deal's epoch 0, epoch 0 once (a
+    // pair would check it twice a pass, counting two misses against `--retries`).
+    for epoch in cur.saturating_sub(1)..=cur {
         if epoch >= u64::from(deal.num_epochs) || state.deals.get(&id).is_some_and(|p| p.commit_checked.contains(&epoch)) {
             continue;
         }
