@@ -254,18 +254,20 @@ pub async fn repair(ctx: &Session, dir: &Path, opts: &RepairOptions, notes: &dyn
     let bad: Vec<u16> = record.shards.iter().zip(&verdicts).filter(|(_, v)| v.needs_repair()).map(|(s, _)| s.index).collect();
     let health_of: Vec<ShardHealth> =
         record.shards.iter().zip(&verdicts).map(|(s, v)| ShardHealth { shard: s.clone(), verdict: v.clone() }).collect();
+    let (k, n, file_bytes) = (record.k, record.n, record.file_bytes);
+    let report = move |health: Vec<ShardHealth>, bad: Vec<u16>, repaired: Vec<Replaced>, rebuild_seconds: Option<f64>| RepairReport {
+        file_id,
+        k,
+        n,
+        file_bytes,
+        health,
+        bad,
+        repaired,
+        rebuild_seconds,
+        seconds: started.elapsed().as_secs_f64(),
+    };
     if bad.is_empty() || opts.dry_run {
-        return Ok(RepairReport {
-            file_id,
-            k: record.k,
-            n: record.n,
-            file_bytes: record.file_bytes,
-            health: health_of,
-            bad,
-            repaired: Vec::new(),
-            rebuild_seconds: None,
-            seconds: started.elapsed().as_secs_f64(),
-        });
+        return Ok(report(health_of, bad, Vec::new(), None));
     }
     let lines: Vec<String> = health_of.iter().map(ShardHealth::describe).collect();
     ensure!(
@@ -325,17 +327,7 @@ pub async fn repair(ctx: &Session, dir: &Path, opts: &RepairOptions, notes: &dyn
         repaired.push(Replaced { shard: i, deal, provider, old_deal: old.deal, old_provider: old.provider, seconds });
     }
     write_manifest(dir, &record)?;
-    Ok(RepairReport {
-        file_id,
-        k: record.k,
-        n: record.n,
-        file_bytes: record.file_bytes,
-        health: health_of,
-        bad,
-        repaired,
-        rebuild_seconds: Some(rebuild_secs),
-        seconds: started.elapsed().as_secs_f64(),
-    })
+    Ok(report(health_of, bad, repaired, Some(rebuild_secs)))
 }
 
 impl ShardHealth {
