@@ -12,3 +12,18 @@ pub trait Progress: Send + Sync {
     /// `done` so far.
     fn set_position(&self, done: u64);
 }
+
+/// A sink for notes a flow has for the user while it runs (an interrupted request it
+/// settled, checks it made, a write across shards it completed): each a line of text
+/// the CLI prints on stderr as it comes, so that `--json` output stays one object.
+pub trait Notes: Send + Sync {
+    /// One note.
+    fn note(&self, line: &str);
+}
+
+/// A [`Notes`] that drops every note.
+pub struct Quiet;
+
+impl Notes for Quiet {
+    fn note(&self, _line: &str) {}
+}

@@ -5,12 +5,13 @@
 //! record, dispute, slash), each verifying everything the node returns against roots
 //! the user trusts (its own, or a digest posted on chain).
 //!
-//! - [`context`]: global flags, the chain client, finding a deal's node.
+//! - [`context`]: global flags, turned into the library's `dpor_client::session::Session`, and the output flags.
 //! - [`node_client`], [`owner_state`]: re-exported from the library `dpor_client`.
 //! - [`owner`]: the owner's commands (the flows are `dpor_client::owner`).
 //! - [`auditor`]: the public audit and its on-chain consequences; `watch`, the long-running auditor.
 //! - [`beacon`]: `dpor beacon relay`, recording local-beacon rounds on chain.
-//! - [`disperse`]: `dpor put` / `dpor get`, a file k-of-n over n providers' deals.
+//! - [`disperse`]: the arguments and output of `dpor put` / `get` / `repair` / ...; the
+//!   dispersal itself is `dpor_client::disperse`.
 //! - [`output`]: human and JSON output.
 
 pub mod auditor;

@@ -16,3 +16,12 @@ impl Output {
         Self { human: human.into(), json }
     }
 }
+
+/// The library's notes ([`dpor_client::progress::Notes`]) printed on stderr as they come.
+pub struct Stderr;
+
+impl dpor_client::progress::Notes for Stderr {
+    fn note(&self, line: &str) {
+        eprintln!("{line}");
+    }
+}

@@ -12,8 +12,8 @@ mod inproc;
 
 use alloy::signers::local::PrivateKeySigner;
 use alloy_primitives::Address;
-use dpor_cli::disperse::write::{self, ShardLink, WriteIntent};
-use dpor_cli::disperse::{FileDir, ShardFile};
+use dpor_client::disperse::write::{self, ShardLink, WriteIntent};
+use dpor_client::disperse::{FileDir, ShardFile};
 use dpor_client::node_client::OwnerAuth;
 use dpor_client::owner::flows;
 use dpor_client::owner_state::OwnerState;

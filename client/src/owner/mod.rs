@@ -1,4 +1,5 @@
-//! The owner's side: the protocol flows ([`flows`], chain-free; extraction in
+//! The owner's side: opening a deal ([`deal`]), posting a checkpoint ([`checkpoint`]),
+//! the protocol flows ([`flows`], chain-free; extraction in
 //! [`extract`]; batched writes with deferred checks in [`batch`], the owner's copy of its
 //! smallest levels in [`local_levels`]; byte-range edits and sync in [`edit`]; resizes
 //! in [`resize`] and their terms in [`resize_terms`]), the one state machine every
@@ -6,6 +7,8 @@
 //! owner's secret audit ([`secret_audit`]).
 
 pub mod batch;
+pub mod checkpoint;
+pub mod deal;
 pub mod edit;
 pub mod extract;
 pub mod flows;

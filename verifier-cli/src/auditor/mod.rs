@@ -246,7 +246,7 @@ pub async fn run(ctx: &Ctx, cmd: AuditorCommand) -> anyhow::Result<Output> {
                 retries,
                 once,
                 repair,
-                repair_options: crate::disperse::repair::RepairOptions { shards: Vec::new(), max_faults, unreachable_epochs, dry_run: false, terms },
+                repair_options: dpor_client::disperse::repair::RepairOptions { shards: Vec::new(), max_faults, unreachable_epochs, dry_run: false, terms: terms.into() },
                 commitments_only,
                 metrics_listen,
             };

@@ -120,7 +120,7 @@ pub struct WatchArgs {
     /// Dispersed files (their directories) to repair on each pass (issue 12).
     pub repair: Vec<PathBuf>,
     /// How `repair` judges and replaces shards.
-    pub repair_options: crate::disperse::repair::RepairOptions,
+    pub repair_options: dpor_client::disperse::repair::RepairOptions,
     /// Check only the providers' epoch commitments (docs/COMMITMENTS.md §7), not a
     /// public audit recorded on chain per deal per epoch: what scales to thousands of
     /// deals (an audit record costs ≈ 130k gas each).
@@ -209,7 +209,7 @@ pub async fn run(ctx: &Ctx, args: WatchArgs) -> Result<Output> {
             }
         }
         for dir in &args.repair {
-            match crate::disperse::repair::repair(ctx, dir, &args.repair_options).await {
+            match crate::disperse::repair(ctx, dir, &args.repair_options).await {
                 Ok(out) => {
                     let n = out.json["repaired"].as_array().map_or(0, |r| r.len());
                     actions += n as u64;

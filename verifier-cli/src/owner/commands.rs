@@ -2,17 +2,16 @@
 //! sync, checkpoint, download, extract, status. Each loads the owner state, talks to the chain and the node,
 //! verifies, saves the state and reports.
 
-use super::{edit, extract, flows, recover};
+use super::checkpoint::{self, Checkpointed};
+use super::{deal, edit, extract, flows, recover};
 use crate::context::Ctx;
 use crate::node_client::OwnerAuth;
 use crate::output::Output;
-use crate::owner_state::{DealParams, OwnerState, DEFAULT_BLOCK_CACHE_LEVELS, DEFAULT_CACHE_LEVELS};
-use dpor_core::block::{MAX_BLOCK_BYTES, MAX_EPOCH_PROOF_DATA_BYTES, MAX_LOG_BLOCKS};
-use alloy::signers::SignerSync;
-use alloy_primitives::{Address, Bytes, B256, U256};
+use crate::output::Stderr;
+use crate::owner_state::{OwnerState, DEFAULT_BLOCK_CACHE_LEVELS, DEFAULT_CACHE_LEVELS};
+use alloy_primitives::{Address, U256};
 use anyhow::{bail, ensure, Context};
 use clap::Subcommand;
-use dpor_proto::messages::WireDigest;
 use serde_json::json;
 use std::io::Read;
 use std::path::PathBuf;
@@ -192,54 +191,34 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
             block_cache_levels,
             force,
         }) => {
-            if ctx.state_path.exists() && !force {
-                bail!("{} already exists (another deal's state); pass --force or --state NEW", ctx.state_path.display());
-            }
-            let key = ctx.key()?;
-            let n = match (file, blocks) {
-                (Some(f), _) => {
-                    let meta = std::fs::metadata(&f).with_context(|| format!("cannot read {}", f.display()))?;
-                    ensure!(meta.is_file(), "{} is not a regular file (a directory?): --file sizes the deal for one file", f.display());
-                    let len = meta.len();
-                    ensure!(len > 0, "{} is empty", f.display());
-                    len.div_ceil(block_bytes as u64).next_power_of_two()
-                }
-                (None, Some(b)) => b,
-                (None, None) => bail!("give --file or --blocks"),
-            };
-            ensure!(n.is_power_of_two(), "N = {n} is not a power of two");
-            // What the market and the node would refuse is refused here, before any
-            // transaction (issue 21 #4).
-            check_deal_shape(n, block_bytes, samples, lambda, epochs)?;
-            let p = ctx.market.get_provider(provider).await?;
-            ensure!(p.registered, "{provider} is not a registered provider");
-            let price = price.unwrap_or(p.price_per_block_epoch);
-            let escrow = check_deal_terms(ctx, provider, &p, n, epochs, price, min_collateral, mint).await?;
-            if mint {
-                ctx.market.mint(key.address(), U256::from(escrow)).await.context("minting test tokens")?;
-            }
-            ctx.market.approve_market(U256::from(escrow)).await.context("approving the escrow")?;
-            let min_collateral = min_collateral.unwrap_or(p.collateral_per_block);
-            let deal =
-                ctx.market.open_deal(provider, n, block_bytes, lambda, samples, epochs, price, min_collateral).await?;
-            let seed: [u8; 32] = rand::random();
-            let params = DealParams {
-                deal,
-                chain_id: ctx.market.chain_id(),
-                market: ctx.market.address(),
+            let req = deal::OpenDeal {
                 provider,
-                num_blocks: n,
+                file,
+                blocks,
                 block_bytes,
-                lambda: lambda as u32,
+                lambda,
+                samples,
+                epochs,
+                price,
+                min_collateral,
+                mint,
+                cache_levels,
+                block_cache_levels,
+                force,
             };
-            let state = OwnerState::new(params, B256::from(seed), cache_levels, block_cache_levels);
-            state.save(&ctx.state_path)?;
+            let o = deal::open(ctx, &req).await?;
             Ok(Output::new(
                 format!(
-                    "deal {deal} opened with provider {provider}: {n} blocks of {block_bytes} bytes, {epochs} epochs, escrow {escrow} (state in {})",
+                    "deal {} opened with provider {}: {} blocks of {} bytes, {} epochs, escrow {} (state in {})",
+                    o.deal,
+                    o.provider,
+                    o.num_blocks,
+                    o.block_bytes,
+                    o.epochs,
+                    o.escrow,
                     ctx.state_path.display()
                 ),
-                json!({"deal": deal, "provider": provider, "num_blocks": n, "block_bytes": block_bytes, "epochs": epochs, "escrow": escrow.to_string(), "state": ctx.state_path}),
+                json!({"deal": o.deal, "provider": o.provider, "num_blocks": o.num_blocks, "block_bytes": o.block_bytes, "epochs": o.epochs, "escrow": o.escrow.to_string(), "state": ctx.state_path}),
             ))
         }
         OwnerCommand::Deal(DealCommand::Exit { deal, before_upload }) => {
@@ -259,7 +238,10 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
                 let params = ctx.market.params().await?;
                 let end = params.last_deadline(&d);
                 Ok(Output::new(
-                    format!("deal {deal} will end after epoch {} (its last deadline is at timestamp {end}); prove until then", n.saturating_sub(1)),
+                    format!(
+                        "deal {deal} will end after epoch {} (its last deadline is at timestamp {end}); prove until then",
+                        n.saturating_sub(1)
+                    ),
                     json!({"deal": deal, "exit": "requested", "num_epochs": n, "last_deadline": end}),
                 ))
             }
@@ -271,7 +253,7 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
             let key = ctx.key()?;
             let auth = OwnerAuth { key, chain_id: state.chain_id, market: state.market, deal: state.deal };
             // Wait (briefly) for the provider to accept the deal.
-            wait_active(ctx, state.deal).await?;
+            deal::wait_active(&ctx.market, state.deal).await?;
             settle(&node, &auth, &mut state).await?;
             let bar = ctx.bar("upload");
             let started = Instant::now();
@@ -304,7 +286,11 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
                 Some(p) => {
                     std::fs::write(&p, &block).with_context(|| format!("cannot write {}", p.display()))?;
                     Ok(Output::new(
-                        format!("block {index} ({} bytes) verified against rootU and its checksum, written to {}", block.len(), p.display()),
+                        format!(
+                            "block {index} ({} bytes) verified against rootU and its checksum, written to {}",
+                            block.len(),
+                            p.display()
+                        ),
                         json!({"index": index, "bytes": block.len(), "out": p}),
                     ))
                 }
@@ -415,7 +401,10 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
                 state.save(&ctx.state_path)?;
                 let r = r?;
                 return Ok(Output::new(
-                    format!("deal {}: the node's copy is back at N = {target} blocks, the size on chain (C rebuilt: {})", state.deal, r.run),
+                    format!(
+                        "deal {}: the node's copy is back at N = {target} blocks, the size on chain (C rebuilt: {})",
+                        state.deal, r.run
+                    ),
                     json!({"deal": state.deal, "from_blocks": r.from_blocks, "to_blocks": target, "node": r, "on_chain": false}),
                 ));
             }
@@ -477,77 +466,7 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
                     "escrow": after.escrow.to_string(), "collateral": after.collateral.to_string(), "seconds": secs}),
             ))
         }
-        OwnerCommand::Checkpoint => {
-            let mut state = OwnerState::load(&ctx.state_path)?;
-            let key = ctx.key()?;
-            let node = ctx.node_for_deal(state.deal).await?;
-            let auth = OwnerAuth { key, chain_id: state.chain_id, market: state.market, deal: state.deal };
-            settle(&node, &auth, &mut state).await?;
-            ensure!(state.uploaded, "upload the file first");
-            if ctx.market.get_deal(state.deal).await?.num_blocks != state.num_blocks {
-                // An interrupted `resize`: its on-chain step is this checkpoint.
-                let chain = super::resize::resize_on_chain(&ctx.market, &node, &auth, key, &mut state, None).await;
-                state.save(&ctx.state_path)?;
-                let chain = chain?;
-                return Ok(Output::new(
-                    format!(
-                        "deal {} resized on chain from {} to {} blocks: digest v{} posted with resizeDeal (hash {})",
-                        state.deal, chain.from_blocks, state.num_blocks, chain.version, chain.digest_hash
-                    ),
-                    json!({"deal": state.deal, "from_blocks": chain.from_blocks, "to_blocks": state.num_blocks, "version": chain.version, "digest_hash": chain.digest_hash}),
-                ));
-            }
-            // Every run the digest references must be checked before the owner signs
-            // it: those that batches built are checked now (deferred checks).
-            let deferred = super::batch::verify_deferred(&node, &auth, &mut state).await;
-            state.save(&ctx.state_path)?;
-            let deferred = deferred.context("checking the runs built by batches of writes since the last checkpoint")?;
-            if !deferred.recomputed.is_empty() || !deferred.spot_checked.is_empty() {
-                eprintln!(
-                    "dpor: checked the batches' runs: recomputed {:?}, spot-checked {:?} ({} samples)",
-                    deferred.recomputed, deferred.spot_checked, deferred.samples
-                );
-            }
-            let onchain = ctx.market.get_deal(state.deal).await?;
-            // Above any version the node co-signed: after a lost co-sign answer the node
-            // has signed a version the owner never posted, and will not sign it again.
-            let node_cosigned = node.status(state.deal).await?.cosigned_version.unwrap_or(0);
-            let version = state.digest_version.max(onchain.digest_version).max(node_cosigned) + 1;
-            let digest = flows::next_digest(&state, version);
-            let hash = digest.digest_hash(state.chain_id, state.market);
-            let owner_sig = key.sign_hash_sync(&hash).context("signing the digest")?.as_bytes().to_vec();
-            let nonce = state.next_nonce();
-            let cosigned = node.cosign(&auth, nonce, WireDigest::from(&digest)).await;
-            state.save(&ctx.state_path)?;
-            let (provider_sig, provider) = cosigned?;
-            let signer = super::resize::check_provider_signature(&provider_sig, provider, hash, onchain.provider, "digest")?;
-            match ctx.market.post_digest(&digest, Bytes::from(owner_sig), Bytes::from(provider_sig)).await {
-                Ok(_) => {}
-                // The node may post a digest it co-signed itself (with the owner's
-                // signature the Cosign carried, issue 22), before ours is estimated
-                // (StaleVersion) or mined (our transaction then reverts on chain): this
-                // very digest on chain is the checkpoint done, whoever posted it.
-                Err(e) => {
-                    if !ctx.market.digest_record(state.deal, version).await.is_ok_and(|r| r.digest_hash == hash) {
-                        return Err(e.into());
-                    }
-                }
-            }
-            state.digest_version = version;
-            state.save(&ctx.state_path)?;
-            Ok(Output::new(
-                format!(
-                    "digest v{version} posted for deal {} (hash {hash}): t = {}, {} C-rebuilds, {} filled levels; signed by owner {} and provider {}",
-                    state.deal,
-                    state.write_count,
-                    state.rebuild_count,
-                    digest.levelRoots.len(),
-                    key.address(),
-                    signer
-                ),
-                json!({"deal": state.deal, "version": version, "digest_hash": hash, "write_count": state.write_count, "rebuild_count": state.rebuild_count, "levels": digest.levelRoots.len()}),
-            ))
-        }
+        OwnerCommand::Checkpoint => Ok(checkpoint_output(checkpoint::checkpoint(ctx, &Stderr).await?)),
         OwnerCommand::Download { out } => {
             let mut state = OwnerState::load(&ctx.state_path)?;
             let node = ctx.node_for_deal(state.deal).await?;
@@ -566,7 +485,8 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
                     let bar = ctx.bar("extract");
                     let extracted = extract::extract(&node, &state, Some(&bar)).await;
                     bar.finish_and_clear();
-                    let (data, _) = extracted.with_context(|| format!("downloading U failed ({why}), and so did the fallback extraction"))?;
+                    let (data, _) =
+                        extracted.with_context(|| format!("downloading U failed ({why}), and so did the fallback extraction"))?;
                     (data, Some(why))
                 }
             };
@@ -668,7 +588,11 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
                     s.root_u,
                     s.cosigned_version,
                     s.posted_version,
-                    if s.root_u == state.root_u && s.write_count == state.write_count { " (in sync)" } else { " (NOT in sync with the owner)" }
+                    if s.root_u == state.root_u && s.write_count == state.write_count {
+                        " (in sync)"
+                    } else {
+                        " (NOT in sync with the owner)"
+                    }
                 )),
                 Err(e) => human.push_str(&format!("\n  node: unreachable: {e}")),
             }
@@ -694,87 +618,6 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
     }
 }
 
-/// Refuses deal parameters no deal can have: N above 2^[`MAX_LOG_BLOCKS`] (what the
-/// code supports: 2N coded blocks within the field's two-adicity; the market's own
-/// limit, 2^40, is higher), β outside 1..=[`MAX_BLOCK_BYTES`], β·K above
-/// [`MAX_EPOCH_PROOF_DATA_BYTES`] (K = `samples`, 0 meaning 1: the epoch proofs would
-/// not fit a transaction), λ or the term 0.
-fn check_deal_shape(n: u64, block_bytes: u32, samples: u8, lambda: u16, epochs: u32) -> anyhow::Result<()> {
-    ensure!(
-        n <= 1u64 << MAX_LOG_BLOCKS,
-        "N = {n} blocks is more than a deal can hold: at most 2^{MAX_LOG_BLOCKS} = {} blocks (the code needs 2N ≤ 2^32)",
-        1u64 << MAX_LOG_BLOCKS
-    );
-    ensure!(
-        block_bytes >= 1 && block_bytes as usize <= MAX_BLOCK_BYTES,
-        "--block-bytes {block_bytes}: β must be in 1..={MAX_BLOCK_BYTES}"
-    );
-    let k = u64::from(samples.max(1));
-    ensure!(
-        u64::from(block_bytes) * k <= MAX_EPOCH_PROOF_DATA_BYTES,
-        "--block-bytes {block_bytes} with --samples {k}: β·K = {} bytes is more than the {MAX_EPOCH_PROOF_DATA_BYTES} an epoch proof may carry (its whole coded blocks must fit one transaction); use smaller blocks or fewer samples",
-        u64::from(block_bytes) * k
-    );
-    ensure!(lambda >= 1, "--lambda 0: an audit needs at least one sample per run");
-    ensure!(epochs >= 1, "--epochs 0: a deal lasts at least one epoch");
-    Ok(())
-}
-
-/// Refuses a deal of `n` blocks for `epochs` epochs at `price` with `provider` (record
-/// `p`) that the market's `openDeal` or `acceptDeal` would refuse, or whose escrow the
-/// owner cannot pay (unless `mint`): N within the provider's free capacity, the price
-/// at least its ask, its collateral rate at least `min_collateral`, escrow and
-/// collateral below 2^128. Returns the escrow, price·N·epochs.
-#[allow(clippy::too_many_arguments)]
-async fn check_deal_terms(
-    ctx: &Ctx,
-    provider: Address,
-    p: &dpor_chain::ProviderInfo,
-    n: u64,
-    epochs: u32,
-    price: u128,
-    min_collateral: Option<u128>,
-    mint: bool,
-) -> anyhow::Result<u128> {
-    let free = p.capacity_blocks.saturating_sub(p.used_blocks);
-    ensure!(
-        n <= free,
-        "provider {provider} has room for {free} more blocks (capacity {}, {} in use): it cannot accept a deal of N = {n} blocks",
-        p.capacity_blocks,
-        p.used_blocks
-    );
-    ensure!(
-        price >= p.price_per_block_epoch,
-        "a price of {price} per block per epoch is below provider {provider}'s ask of {}",
-        p.price_per_block_epoch
-    );
-    if let Some(m) = min_collateral {
-        ensure!(
-            p.collateral_per_block >= m,
-            "provider {provider} locks {} collateral per block, less than the --min-collateral {m} you ask",
-            p.collateral_per_block
-        );
-    }
-    ensure!(
-        p.collateral_per_block.checked_mul(u128::from(n)).is_some(),
-        "the collateral of N = {n} blocks at {} per block is over the market's limit of 2^128 − 1",
-        p.collateral_per_block
-    );
-    let escrow = price
-        .checked_mul(u128::from(n))
-        .and_then(|x| x.checked_mul(u128::from(epochs)))
-        .with_context(|| format!("the escrow of {price} × N = {n} × {epochs} epochs is over the market's limit of 2^128 − 1"))?;
-    if !mint {
-        let owner = ctx.key()?.address();
-        let have = ctx.market.balance_of(owner).await.context("reading your token balance")?;
-        ensure!(
-            have >= U256::from(escrow),
-            "the escrow is {escrow} (price {price} × N = {n} blocks × {epochs} epochs), but your account {owner} holds {have} tokens"
-        );
-    }
-    Ok(escrow)
-}
-
 /// The writes a `dpor write` names: `INDEX FILE` pairs and the lines of a batch file.
 fn write_args(pairs: &[String], batch: Option<&std::path::Path>) -> anyhow::Result<Vec<(u64, Vec<u8>)>> {
     ensure!(pairs.len().is_multiple_of(2), "give INDEX FILE pairs (got {} arguments)", pairs.len());
@@ -787,9 +630,8 @@ fn write_args(pairs: &[String], batch: Option<&std::path::Path>) -> anyhow::Resu
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let (i, f) = line
-                .split_once(char::is_whitespace)
-                .with_context(|| format!("{} line {}: expected `INDEX FILE`", b.display(), n + 1))?;
+            let (i, f) =
+                line.split_once(char::is_whitespace).with_context(|| format!("{} line {}: expected `INDEX FILE`", b.display(), n + 1))?;
             list.push((i.to_string(), base.join(f.trim())));
         }
     }
@@ -863,11 +705,25 @@ async fn edit_command(ctx: &Ctx, what: Edit) -> anyhow::Result<Output> {
 /// Settles the owner's unfinished request with the node ([`recover::recover`]) and
 /// tells the user what it did (on stderr, so `--json` output stays one object).
 async fn settle(node: &crate::node_client::NodeClient, auth: &OwnerAuth<'_>, state: &mut OwnerState) -> anyhow::Result<()> {
-    let notes = recover::recover(node, auth, state).await.context("settling the previous, interrupted request with the node")?;
-    for n in notes {
-        eprintln!("dpor: recovered: {n}");
+    checkpoint::settle(node, auth, state, &Stderr).await
+}
+
+/// What `checkpoint` prints.
+pub fn checkpoint_output(c: Checkpointed) -> Output {
+    match c {
+        Checkpointed::Resized { deal, from_blocks, to_blocks, version, digest_hash } => Output::new(
+            format!(
+                "deal {deal} resized on chain from {from_blocks} to {to_blocks} blocks: digest v{version} posted with resizeDeal (hash {digest_hash})"
+            ),
+            json!({"deal": deal, "from_blocks": from_blocks, "to_blocks": to_blocks, "version": version, "digest_hash": digest_hash}),
+        ),
+        Checkpointed::Posted { deal, version, digest_hash, write_count, rebuild_count, levels, owner, provider } => Output::new(
+            format!(
+                "digest v{version} posted for deal {deal} (hash {digest_hash}): t = {write_count}, {rebuild_count} C-rebuilds, {levels} filled levels; signed by owner {owner} and provider {provider}"
+            ),
+            json!({"deal": deal, "version": version, "digest_hash": digest_hash, "write_count": write_count, "rebuild_count": rebuild_count, "levels": levels}),
+        ),
     }
-    Ok(())
 }
 
 /// [`settle`] for commands that need no key unless a request is unfinished.
@@ -878,17 +734,4 @@ pub(crate) async fn settle_if_pending(ctx: &Ctx, node: &crate::node_client::Node
     let key = ctx.key()?;
     let auth = OwnerAuth { key, chain_id: state.chain_id, market: state.market, deal: state.deal };
     settle(node, &auth, state).await
-}
-
-/// Waits up to a minute for the provider to accept the deal.
-async fn wait_active(ctx: &Ctx, deal: u64) -> anyhow::Result<()> {
-    for _ in 0..240 {
-        let d = ctx.market.get_deal(deal).await?;
-        match d.state {
-            dpor_chain::DealState::Active => return Ok(()),
-            dpor_chain::DealState::Open => tokio::time::sleep(std::time::Duration::from_millis(250)).await,
-            other => bail!("deal {deal} is {other:?}, not active"),
-        }
-    }
-    bail!("the provider has not accepted deal {deal} after a minute")
 }

@@ -1,9 +1,9 @@
 //! Dispersal over many providers (issue 12), built *above* the single-deal flows:
 //! `dpor put FILE --providers n --data k` stripes the file into k data and n − k parity
 //! shards (`dpor_disperse`), picks n distinct registered providers, opens one ordinary
-//! deal per shard with the `deal open` command's own code, uploads each shard with the
-//! single-deal upload flow, checkpoints each (digest v1), and records the file in the
-//! on-chain `FileManifest`. `dpor get OUT` downloads from all shards in parallel,
+//! deal per shard with the single-deal `owner::deal::open`, uploads each shard with the
+//! single-deal upload flow, checkpoints each (`owner::checkpoint`, digest v1), and
+//! records the file in the on-chain `FileManifest`. `dpor get OUT` downloads from all shards in parallel,
 //! verifies every block of each against its deal's rootU (the single-deal download),
 //! stops as soon as k shards are complete and decodes.
 //!
@@ -16,20 +16,23 @@
 //! Writes across shards: [`write`] (`file-write`, `file-checkpoint`, `fsck`); repair:
 //! [`repair`]; the owner's state from the key, the chain and the providers: [`recover`]
 //! (see docs/ARCHITECTURE.md, "Dispersal").
+//!
+//! Each command is one function here returning what it did; the CLI (`dpor-cli`'s
+//! `disperse`) parses the arguments and prints. Notes for the user while a command
+//! runs go to a [`Notes`] sink.
 
-use crate::context::Ctx;
 use crate::node_client::{NodeClient, OwnerAuth};
-use crate::output::Output;
-use crate::owner::commands::{self as owner_cmd, DealCommand, OwnerCommand};
+use crate::owner::checkpoint::{self, Checkpointed};
+use crate::owner::deal::{self, OpenDeal};
 use crate::owner::flows;
 use crate::owner_state::{OwnerState, DEFAULT_BLOCK_CACHE_LEVELS, DEFAULT_CACHE_LEVELS};
+use crate::progress::Notes;
+use crate::session::Session;
 use alloy_primitives::Address;
 use anyhow::{bail, ensure, Context};
-use clap::Subcommand;
 use dpor_chain::Market;
 use dpor_disperse::{Geometry, Manifest, ShardEntry, ShardIndex, StripeCoder};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -37,134 +40,22 @@ pub mod recover;
 pub mod repair;
 pub mod write;
 
-/// FileManifest's address on a fresh local anvil deployed by Deploy.s.sol with its
-/// default key and a TestToken (deployer nonce 2); with `--deployment`, the file's.
-pub const LOCAL_MANIFEST: &str = "0x9fE46736679d2D9a65F0992F2272dE9f3c7fa6e0";
-
-/// Dispersal commands.
-#[derive(Debug, Subcommand)]
-pub enum DisperseCommand {
-    /// Disperse FILE k-of-n: k data + (n − k) parity shards, each an ordinary deal with
-    /// a distinct registered provider; uploads, checkpoints and records the manifest on chain.
-    Put {
-        /// The file.
-        file: PathBuf,
-        /// n, providers (= shards).
-        #[arg(long)]
-        providers: u16,
-        /// k, data shards (any k shards give the file back).
-        #[arg(long)]
-        data: u16,
-        /// The file's directory (shard states, manifest); must not hold a file yet.
-        #[arg(long, default_value = "dpor-file")]
-        dir: PathBuf,
-        /// The FileManifest registry (default: the --deployment file's, else its address
-        /// on a fresh local anvil).
-        #[arg(long, env = "DPOR_MANIFEST")]
-        manifest: Option<Address>,
-        /// The terms of every shard's deal.
-        #[command(flatten)]
-        terms: DealTerms,
-    },
-    /// Download a dispersed file from any k of its shards (k asked in parallel, data
-    /// shards first, another for each that fails or is slow; every block verified) into OUT.
-    Get {
-        /// Output file.
-        out: PathBuf,
-        /// The file's directory (as given to `put`).
-        #[arg(long, default_value = "dpor-file")]
-        dir: PathBuf,
-    },
-    /// Write bytes of a dispersed file: DATA (a file, or -) at --offset, within the
-    /// file's length. In every stripe touched, the data shards' blocks and all parity
-    /// blocks are written (dpor batched writes on each shard's deal); the write is saved
-    /// as an intent first, so an interrupted one is completed by the next command. The
-    /// shards' new digests are posted by `file-checkpoint`. See `disperse::write`.
-    FileWrite {
-        /// The bytes to write (a file, or - for stdin).
-        data: PathBuf,
-        /// Byte offset in the file.
-        #[arg(long, value_name = "BYTES")]
-        offset: u64,
-        /// The file's directory (as given to `put`).
-        #[arg(long, default_value = "dpor-file")]
-        dir: PathBuf,
-    },
-    /// Checkpoint every shard written since its last checkpoint: each posts its
-    /// dual-signed digest on chain (the single-deal `checkpoint`).
-    FileCheckpoint {
-        /// The file's directory (as given to `put`).
-        #[arg(long, default_value = "dpor-file")]
-        dir: PathBuf,
-    },
-    /// Rebuild the owner's state of a dispersed file on a fresh machine from the key
-    /// alone: the FileManifest and the deals' digests on chain, the providers' nodes.
-    /// See `disperse::recover`.
-    Recover {
-        /// The new directory for the file's state (must not hold one).
-        #[arg(long, default_value = "dpor-file")]
-        dir: PathBuf,
-        /// The file's id in the FileManifest (default: the key's only file).
-        #[arg(long)]
-        file_id: Option<u64>,
-        /// The FileManifest registry (default: the --deployment file's, else its address
-        /// on a fresh local anvil).
-        #[arg(long, env = "DPOR_MANIFEST")]
-        manifest: Option<Address>,
-    },
-    /// Complete an interrupted write across shards (any other command on the file does
-    /// it first as well), and report the file's state.
-    Fsck {
-        /// The file's directory (as given to `put`).
-        #[arg(long, default_value = "dpor-file")]
-        dir: PathBuf,
-    },
-    /// Check every shard of a dispersed file and repair those that no longer protect it
-    /// (deal ended, faults counted, node unreachable past a grace period, or named with
-    /// --shard): each is rebuilt from k others and placed with a new provider under a new
-    /// deal, and the on-chain manifest follows. See `disperse::repair`.
-    Repair {
-        /// The file's directory (as given to `put`).
-        #[arg(long, default_value = "dpor-file")]
-        dir: PathBuf,
-        /// Repair this shard whatever its health (repeatable).
-        #[arg(long = "shard")]
-        shards: Vec<u16>,
-        /// Faults a shard's deal may count and still be healthy.
-        #[arg(long, default_value_t = 0)]
-        max_faults: u16,
-        /// Epochs (chain time) a node may stay unreachable before its shard is repaired.
-        #[arg(long, default_value_t = 0)]
-        unreachable_epochs: u64,
-        /// Only report each shard's health.
-        #[arg(long)]
-        dry_run: bool,
-        /// The terms of the new deals.
-        #[command(flatten)]
-        terms: DealTerms,
-    },
-}
+pub use crate::session::LOCAL_MANIFEST;
 
 /// The terms of the deals `put` and `repair` open, one per shard.
-#[derive(Debug, Clone, clap::Args)]
+#[derive(Debug, Clone)]
 pub struct DealTerms {
     /// Only providers asking at most this price per block per epoch (token base units).
-    #[arg(long)]
     pub max_price: Option<u128>,
     /// Only providers locking at least this collateral per block (token base units).
-    #[arg(long)]
     pub min_collateral: Option<u128>,
     /// λ, audit samples per run, for every shard's deal.
-    #[arg(long, default_value_t = 128)]
     pub lambda: u16,
     /// K, whole coded blocks per epoch proof (1..8).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=8))]
     pub samples: u8,
     /// Term in epochs of every deal.
-    #[arg(long, default_value_t = 100)]
     pub epochs: u32,
     /// Local chain only: mint each deal's escrow with the test token first.
-    #[arg(long)]
     pub mint: bool,
 }
 
@@ -236,45 +127,13 @@ impl FileDir {
     }
 }
 
-/// Runs a dispersal command.
-pub async fn run(ctx: &Ctx, cmd: DisperseCommand) -> anyhow::Result<Output> {
-    match cmd {
-        DisperseCommand::Put { file, providers, data, dir, manifest, terms } => {
-            put(ctx, &file, providers, data, &dir, ctx.manifest_address(manifest)?, &terms).await
-        }
-        DisperseCommand::Get { out, dir } => get(ctx, &dir, &out).await,
-        DisperseCommand::FileWrite { data, offset, dir } => file_write(ctx, &dir, offset, &data).await,
-        DisperseCommand::FileCheckpoint { dir } => file_checkpoint(ctx, &dir).await,
-        DisperseCommand::Fsck { dir } => fsck(ctx, &dir).await,
-        DisperseCommand::Recover { dir, file_id, manifest } => recover::recover(ctx, &dir, ctx.manifest_address(manifest)?, file_id).await,
-        DisperseCommand::Repair { dir, shards, max_faults, unreachable_epochs, dry_run, terms } => {
-            let opts = repair::RepairOptions { shards, max_faults, unreachable_epochs, dry_run, terms };
-            repair::repair(ctx, &dir, &opts).await
-        }
-    }
-}
-
-/// A [`Ctx`] whose owner state file is `state` (to run the single-deal commands on one shard).
-pub(crate) fn shard_ctx(ctx: &Ctx, state: PathBuf) -> Ctx {
-    Ctx {
-        market: ctx.market.clone(),
-        key: ctx.key.clone(),
-        json: true,
-        progress: false,
-        state_path: state,
-        timeout: ctx.timeout,
-        node_override: None,
-        deployment: ctx.deployment.clone(),
-    }
-}
-
 /// Picks `n` providers for shards of `blocks` blocks each: the registry read, then the
 /// decision is `dpor_disperse::policy::pick_providers` (registered, with the stake, the
 /// free capacity, a price ≤ `max_price` and collateral ≥ `min_collateral`; never the
 /// owner itself, never one in `exclude` (the providers that already hold, or held, a
 /// shard of the file) nor one sharing a peer id with them, never two with one peer id;
 /// cheapest first, ties by address).
-pub(crate) async fn pick_providers(
+pub async fn pick_providers(
     market: &Market,
     n: usize,
     blocks: u64,
@@ -319,39 +178,19 @@ pub(crate) async fn pick_providers(
     }
 }
 
-/// Waits up to a minute for the provider to accept `deal`.
-pub(crate) async fn wait_active(market: &Market, deal: u64) -> anyhow::Result<()> {
-    for _ in 0..240 {
-        let d = market.get_deal(deal).await?;
-        match d.state {
-            dpor_chain::DealState::Active => return Ok(()),
-            dpor_chain::DealState::Open => tokio::time::sleep(Duration::from_millis(250)).await,
-            other => bail!("deal {deal} is {other:?}, not active"),
-        }
-    }
-    bail!("the provider has not accepted deal {deal} after a minute")
-}
-
 /// Dials `provider`'s node by its registered multiaddrs.
-pub(crate) async fn dial(market: &Market, provider: Address, timeout: Duration) -> anyhow::Result<NodeClient> {
+///
+/// # Errors
+/// The chain cannot be read, or no address answers.
+pub async fn dial(market: &Market, provider: Address, timeout: Duration) -> anyhow::Result<NodeClient> {
     let p = market.get_provider(provider).await?;
-    let mut last = None;
-    for addr in &p.multiaddrs {
-        match NodeClient::connect(addr, timeout).await {
-            Ok(c) => return Ok(c),
-            Err(e) => last = Some(e),
-        }
-    }
-    match last {
-        Some(e) => Err(e.context(format!("no address of provider {provider} answers"))),
-        None => bail!("provider {provider} registered no addresses"),
-    }
+    crate::session::dial_registered(&p.multiaddrs, provider, timeout).await
 }
 
 /// Checks that `registry` is a FileManifest of this market: contract code at the
 /// address, and its `market()` and `fileCount()` views answering as a FileManifest's
 /// do, with `market()` naming the market the deals are opened on.
-pub(crate) async fn check_manifest(market: &Market, registry: Address) -> anyhow::Result<()> {
+pub async fn check_manifest(market: &Market, registry: Address) -> anyhow::Result<()> {
     let reg = market.manifest_registry(registry);
     let not_one = || format!("--manifest {registry} is not a FileManifest contract");
     let has_code = reg.has_code().await.with_context(|| format!("reading the code at {registry}"))?;
@@ -367,7 +206,45 @@ pub(crate) async fn check_manifest(market: &Market, registry: Address) -> anyhow
     Ok(())
 }
 
-async fn put(ctx: &Ctx, file: &Path, n: u16, k: u16, dir: &Path, registry: Address, opts: &DealTerms) -> anyhow::Result<Output> {
+/// What [`put`] did.
+#[derive(Debug, Clone)]
+pub struct Put {
+    /// The file's record, as saved in `DIR/file.json`.
+    pub record: FileDir,
+    /// The file's id in the FileManifest.
+    pub file_id: u64,
+    /// Stripes (blocks per shard before rounding).
+    pub stripes: u64,
+    /// N, blocks of every shard's deal.
+    pub num_blocks: u64,
+    /// Seconds to encode the shards.
+    pub encode_seconds: f64,
+    /// Seconds to open the deals.
+    pub deals_seconds: f64,
+    /// Seconds of the parallel upload.
+    pub upload_seconds: f64,
+    /// Seconds in all.
+    pub seconds: f64,
+}
+
+/// `dpor put FILE --providers n --data k`: disperses `file` k-of-n into `dir`, with the
+/// FileManifest at `registry` (module docs). Notes of the shards' checkpoints go to
+/// `notes`.
+///
+/// # Errors
+/// `dir` already holds a file, not a FileManifest of this market, a bad k or n, an
+/// empty or unreadable file, too few providers, or a deal, upload or checkpoint failing.
+#[allow(clippy::too_many_arguments)]
+pub async fn put(
+    ctx: &Session,
+    file: &Path,
+    n: u16,
+    k: u16,
+    dir: &Path,
+    registry: Address,
+    opts: &DealTerms,
+    notes: &dyn Notes,
+) -> anyhow::Result<Put> {
     let key = ctx.key()?.clone();
     let started = Instant::now();
     ensure!(!FileDir::path(dir).exists(), "{} already holds a dispersed file", dir.display());
@@ -395,33 +272,30 @@ async fn put(ctx: &Ctx, file: &Path, n: u16, k: u16, dir: &Path, registry: Addre
         dirty: Vec::new(),
     };
 
-    // (1) One deal per shard, with `deal open`'s own code (sequential: one key's nonces).
+    // (1) One deal per shard, with `deal open`'s own code (`owner::deal::open`) (sequential: one key's nonces).
     for (i, (provider, price)) in chosen.iter().enumerate() {
         let name = format!("shard-{i}.json");
-        let sctx = shard_ctx(ctx, dir.join(&name));
-        let out = owner_cmd::run(
-            &sctx,
-            OwnerCommand::Deal(DealCommand::Open {
-                provider: *provider,
-                file: None,
-                blocks: Some(num_blocks),
-                block_bytes: geometry.block_bytes(),
-                lambda: opts.lambda,
-                samples: opts.samples,
-                epochs: opts.epochs,
-                price: Some(*price),
-                min_collateral: None,
-                mint: opts.mint,
-                cache_levels: DEFAULT_CACHE_LEVELS,
-                block_cache_levels: DEFAULT_BLOCK_CACHE_LEVELS,
-                force: false,
-            }),
-        )
-        .await
-        .with_context(|| format!("opening the deal of shard {i} with {provider}"))?;
+        let req = OpenDeal {
+            provider: *provider,
+            file: None,
+            blocks: Some(num_blocks),
+            block_bytes: geometry.block_bytes(),
+            lambda: opts.lambda,
+            samples: opts.samples,
+            epochs: opts.epochs,
+            price: Some(*price),
+            min_collateral: None,
+            mint: opts.mint,
+            cache_levels: DEFAULT_CACHE_LEVELS,
+            block_cache_levels: DEFAULT_BLOCK_CACHE_LEVELS,
+            force: false,
+        };
+        let opened = deal::open(&ctx.with_state(dir.join(&name)), &req)
+            .await
+            .with_context(|| format!("opening the deal of shard {i} with {provider}"))?;
         // The checksum seed from the owner's key, so that `recover` can derive it again.
         recover::derive_seed(ctx.key()?, &dir.join(&name))?;
-        let deal = out.json["deal"].as_u64().context("deal open reported no deal id")?;
+        let deal = opened.deal;
         record.shards.push(ShardFile { index: i as u16, deal, provider: *provider, state: name });
         record.save(dir)?;
     }
@@ -439,7 +313,7 @@ async fn put(ctx: &Ctx, file: &Path, n: u16, k: u16, dir: &Path, registry: Addre
         uploads.spawn(async move {
             let r: anyhow::Result<()> = async {
                 let mut state = OwnerState::load(&path)?;
-                wait_active(&market, s.deal).await?;
+                deal::wait_active(&market, s.deal).await?;
                 let node = dial(&market, s.provider, timeout).await?;
                 let auth = OwnerAuth { key: &key, chain_id: state.chain_id, market: state.market, deal: state.deal };
                 let result = flows::upload(&node, &auth, &mut state, &data, None).await;
@@ -459,11 +333,12 @@ async fn put(ctx: &Ctx, file: &Path, n: u16, k: u16, dir: &Path, registry: Addre
     // (3) Digest v1 of every shard, with `checkpoint`'s own code.
     let mut entries = Vec::new();
     for s in &record.shards {
-        let sctx = shard_ctx(ctx, dir.join(&s.state));
-        let out = owner_cmd::run(&sctx, OwnerCommand::Checkpoint)
+        let done = checkpoint::checkpoint(&ctx.with_state(dir.join(&s.state)), notes)
             .await
             .with_context(|| format!("checkpointing shard {} (deal {})", s.index, s.deal))?;
-        let version = out.json["version"].as_u64().context("checkpoint reported no version")?;
+        let version = match done {
+            Checkpointed::Posted { version, .. } | Checkpointed::Resized { version, .. } => version,
+        };
         entries.push(ShardEntry { deal_id: s.deal, digest_version: version });
     }
 
@@ -478,30 +353,17 @@ async fn put(ctx: &Ctx, file: &Path, n: u16, k: u16, dir: &Path, registry: Addre
         .with_context(|| format!("recording the file in the FileManifest at {registry}"))?;
     record.file_id = Some(file_id);
     record.save(dir)?;
-    let secs = started.elapsed().as_secs_f64();
-    Ok(Output::new(
-        format!(
-            "dispersed {} bytes {k}-of-{n} as file {file_id} in {}: {} shards of {} blocks (N = {num_blocks}), deals {:?} with {} providers; encode {:.2} s, deals {:.2} s, parallel upload {:.2} s ({:.1} MB/s of file), total {:.2} s",
-            record.file_bytes,
-            dir.display(),
-            n,
-            stripes,
-            deals,
-            n,
-            encode_secs,
-            opened_secs - encode_secs,
-            upload_secs,
-            record.file_bytes as f64 / upload_secs / 1e6,
-            secs
-        ),
-        json!({
-            "file_id": file_id, "k": k, "n": n, "file_bytes": record.file_bytes, "stripes": stripes,
-            "num_blocks": num_blocks, "deals": deals,
-            "providers": record.shards.iter().map(|s| s.provider).collect::<Vec<_>>(),
-            "encode_seconds": encode_secs, "upload_seconds": upload_secs, "seconds": secs,
-            "dir": dir,
-        }),
-    ))
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(Put {
+        record,
+        file_id,
+        stripes,
+        num_blocks,
+        encode_seconds: encode_secs,
+        deals_seconds: opened_secs - encode_secs,
+        upload_seconds: upload_secs,
+        seconds,
+    })
 }
 
 /// Downloads shards of the file in `dir` from their providers, every block verified
@@ -512,8 +374,11 @@ async fn put(ctx: &Ctx, file: &Path, n: u16, k: u16, dir: &Path, registry: Addre
 /// lying provider costs time, never correctness, and a healthy file costs k shards'
 /// work, not n. Returns the n slots (`Some(bytes)` for the k shards used) and the
 /// failures seen (one line each). Errors when fewer than k shards can be had.
-pub(crate) async fn fetch_shards(
-    ctx: &Ctx,
+///
+/// # Errors
+/// `record` lists fewer than n shards, or fewer than k shards can be had.
+pub async fn fetch_shards(
+    ctx: &Session,
     dir: &Path,
     record: &FileDir,
     skip: &[u16],
@@ -614,7 +479,10 @@ pub(crate) async fn fetch_shards(
 
 /// Rolls an interrupted write across shards forward (`write::complete_pending`); a note
 /// for the user when it did something. Errors if it cannot (a shard's node unreachable).
-pub(crate) async fn settle_file(ctx: &Ctx, dir: &Path, record: &mut FileDir) -> anyhow::Result<Option<String>> {
+///
+/// # Errors
+/// No key, an unreadable intent, or a shard that cannot be written.
+pub async fn settle_file(ctx: &Session, dir: &Path, record: &mut FileDir) -> anyhow::Result<Option<String>> {
     if write::WriteIntent::load(dir)?.is_none() {
         return Ok(None);
     }
@@ -629,7 +497,10 @@ pub(crate) async fn settle_file(ctx: &Ctx, dir: &Path, record: &mut FileDir) -> 
 /// may hold the old bytes of the stripes the write touched, while every other shard
 /// holds the new ones (or was not touched), so decoding from the others gives the new
 /// version. A note for the user either way.
-pub(crate) async fn settle_or_skip(ctx: &Ctx, dir: &Path, record: &mut FileDir) -> anyhow::Result<(Vec<u16>, Option<String>)> {
+///
+/// # Errors
+/// The intent cannot be read.
+pub async fn settle_or_skip(ctx: &Session, dir: &Path, record: &mut FileDir) -> anyhow::Result<(Vec<u16>, Option<String>)> {
     match settle_file(ctx, dir, record).await {
         Ok(note) => Ok((Vec::new(), note)),
         Err(e) => {
@@ -647,19 +518,27 @@ pub(crate) async fn settle_or_skip(ctx: &Ctx, dir: &Path, record: &mut FileDir) 
     }
 }
 
-async fn file_write(ctx: &Ctx, dir: &Path, offset: u64, data: &Path) -> anyhow::Result<Output> {
-    let started = Instant::now();
-    let bytes = if data.as_os_str() == "-" {
-        let mut v = Vec::new();
-        std::io::Read::read_to_end(&mut std::io::stdin(), &mut v)?;
-        v
-    } else {
-        std::fs::read(data).with_context(|| format!("cannot read {}", data.display()))?
-    };
-    ensure!(!bytes.is_empty(), "{} is empty: nothing to write", data.display());
+/// What [`file_write`] did.
+#[derive(Debug, Clone)]
+pub struct FileWritten {
+    /// Shards written.
+    pub shards_written: Vec<u16>,
+    /// Blocks written over all shards.
+    pub blocks_written: u64,
+    /// Shards to checkpoint now (`file.json`'s `dirty`).
+    pub dirty: Vec<u16>,
+}
+
+/// `dpor file-write`: writes `bytes` at byte `offset` of the file in `dir` ([`write`]),
+/// after completing an interrupted write (its note to `notes`).
+///
+/// # Errors
+/// No key, an interrupted write that cannot be completed, a range past the file's
+/// end, or a shard that cannot be reached or written.
+pub async fn file_write(ctx: &Session, dir: &Path, offset: u64, bytes: &[u8], notes: &dyn Notes) -> anyhow::Result<FileWritten> {
     let mut record = FileDir::load(dir)?;
     if let Some(note) = settle_file(ctx, dir, &mut record).await? {
-        eprintln!("{note}");
+        notes.note(&note);
     }
     let key = ctx.key()?;
     let all: Vec<u16> = (0..record.n).collect();
@@ -668,47 +547,55 @@ async fn file_write(ctx: &Ctx, dir: &Path, offset: u64, data: &Path) -> anyhow::
         let auth = OwnerAuth { key, chain_id: l.state.chain_id, market: l.state.market, deal: l.state.deal };
         crate::owner::recover::recover(&l.node, &auth, &mut l.state).await.with_context(|| format!("settling shard {}", l.index))?;
     }
-    let intent = write::plan(&record, &links, offset, &bytes).await?;
+    let intent = write::plan(&record, &links, offset, bytes).await?;
     intent.save(dir)?;
     let applied = write::apply(dir, &mut record, intent, &mut links, key, None).await?;
-    let secs = started.elapsed().as_secs_f64();
-    Ok(Output::new(
-        format!(
-            "wrote {} bytes at offset {offset}: {} blocks on shards {:?}; run `dpor file-checkpoint --dir {}` to post their digests ({:.2} s)",
-            bytes.len(),
-            applied.blocks_written,
-            applied.shards_written,
-            dir.display(),
-            secs
-        ),
-        json!({"bytes": bytes.len(), "offset": offset, "shards_written": applied.shards_written, "blocks_written": applied.blocks_written, "dirty": record.dirty, "seconds": secs}),
-    ))
+    Ok(FileWritten { shards_written: applied.shards_written, blocks_written: applied.blocks_written, dirty: record.dirty })
 }
 
-async fn file_checkpoint(ctx: &Ctx, dir: &Path) -> anyhow::Result<Output> {
+/// `dpor file-checkpoint`: posts the digest of every shard written since its last
+/// checkpoint, in shard order, `file.json` saved after each. Returns (shard, deal, what
+/// its checkpoint did) for each.
+///
+/// # Errors
+/// An interrupted write that cannot be completed, or a checkpoint failing (those before
+/// it stay posted).
+pub async fn file_checkpoint(ctx: &Session, dir: &Path, notes: &dyn Notes) -> anyhow::Result<Vec<(u16, u64, Checkpointed)>> {
     let mut record = FileDir::load(dir)?;
     if let Some(note) = settle_file(ctx, dir, &mut record).await? {
-        eprintln!("{note}");
+        notes.note(&note);
     }
     let mut posted = Vec::new();
     while let Some(&i) = record.dirty.first() {
         let s = record.shards.iter().find(|s| s.index == i).cloned().with_context(|| format!("no shard {i}"))?;
-        let out = owner_cmd::run(&shard_ctx(ctx, dir.join(&s.state)), OwnerCommand::Checkpoint)
+        let done = checkpoint::checkpoint(&ctx.with_state(dir.join(&s.state)), notes)
             .await
             .with_context(|| format!("checkpoint of shard {i} (deal {})", s.deal))?;
-        posted.push(json!({"shard": i, "deal": s.deal, "checkpoint": out.json}));
+        posted.push((i, s.deal, done));
         record.dirty.remove(0);
         record.save(dir)?;
     }
-    Ok(Output::new(
-        format!("posted the digests of {} shard(s): {:?}", posted.len(), posted.iter().map(|p| p["shard"].clone()).collect::<Vec<_>>()),
-        json!({"checkpoints": posted}),
-    ))
+    Ok(posted)
 }
 
-async fn fsck(ctx: &Ctx, dir: &Path) -> anyhow::Result<Output> {
+/// What [`fsck`] found.
+#[derive(Debug, Clone)]
+pub struct Fsck {
+    /// What completing an interrupted write did, if there was one.
+    pub completed: Option<String>,
+    /// Shards to checkpoint.
+    pub dirty: Vec<u16>,
+    /// Shards with an unfinished single-deal request.
+    pub shards_pending: Vec<u16>,
+}
+
+/// `dpor fsck`: completes an interrupted write across shards and reports the file's state.
+///
+/// # Errors
+/// The interrupted write cannot be completed, or a state file cannot be read.
+pub async fn fsck(ctx: &Session, dir: &Path) -> anyhow::Result<Fsck> {
     let mut record = FileDir::load(dir)?;
-    let note = settle_file(ctx, dir, &mut record).await?;
+    let completed = settle_file(ctx, dir, &mut record).await?;
     let mut pending = Vec::new();
     for s in &record.shards {
         let st = OwnerState::load(&dir.join(&s.state))?;
@@ -716,22 +603,40 @@ async fn fsck(ctx: &Ctx, dir: &Path) -> anyhow::Result<Output> {
             pending.push(s.index);
         }
     }
-    Ok(Output::new(
-        format!(
-            "{}; shards to checkpoint: {:?}; shards with an unfinished single-deal request (settled by their next command): {pending:?}",
-            note.clone().unwrap_or_else(|| "no interrupted write across shards".into()),
-            record.dirty
-        ),
-        json!({"completed": note, "dirty": record.dirty, "shards_pending": pending}),
-    ))
+    Ok(Fsck { completed, dirty: record.dirty, shards_pending: pending })
 }
 
-async fn get(ctx: &Ctx, dir: &Path, out: &Path) -> anyhow::Result<Output> {
+/// What [`get`] did.
+#[derive(Debug, Clone)]
+pub struct Got {
+    /// Bytes written.
+    pub bytes: usize,
+    /// n.
+    pub n: u16,
+    /// The shards decoded from, ascending.
+    pub shards_used: Vec<u16>,
+    /// How many of them are parity shards.
+    pub parity_used: usize,
+    /// The failures seen (one line each).
+    pub failed: Vec<String>,
+    /// Seconds to decode.
+    pub decode_seconds: f64,
+    /// Seconds in all.
+    pub seconds: f64,
+}
+
+/// `dpor get OUT`: the file in `dir` from any k shards ([`fetch_shards`]), decoded into
+/// `out`; an interrupted write is completed first or its shards left out (the note to
+/// `notes`).
+///
+/// # Errors
+/// Fewer than k shards can be had, or `out` cannot be written.
+pub async fn get(ctx: &Session, dir: &Path, out: &Path, notes: &dyn Notes) -> anyhow::Result<Got> {
     let started = Instant::now();
     let mut record = FileDir::load(dir)?;
     let (stale, note) = settle_or_skip(ctx, dir, &mut record).await?;
     if let Some(note) = note {
-        eprintln!("{note}");
+        notes.note(&note);
     }
     let geometry = record.geometry()?;
     let (got, failed) = fetch_shards(ctx, dir, &record, &stale).await?;
@@ -742,22 +647,9 @@ async fn get(ctx: &Ctx, dir: &Path, out: &Path) -> anyhow::Result<Output> {
     let data = coder.join_file(record.file_bytes, &refs)?;
     let decode_secs = decode_started.elapsed().as_secs_f64();
     std::fs::write(out, &data).with_context(|| format!("cannot write {}", out.display()))?;
-    let secs = started.elapsed().as_secs_f64();
+    let seconds = started.elapsed().as_secs_f64();
     let parity_used = used.iter().filter(|&&i| !geometry.is_data(ShardIndex(i))).count();
-    Ok(Output::new(
-        format!(
-            "downloaded {} bytes from shards {used:?} of {} ({} parity) in {:.2} s ({:.1} MB/s; decode {:.3} s), every block verified, into {}{}",
-            data.len(),
-            record.n,
-            parity_used,
-            secs,
-            data.len() as f64 / secs / 1e6,
-            decode_secs,
-            out.display(),
-            if failed.is_empty() { String::new() } else { format!("; failed: {}", failed.join("; ")) }
-        ),
-        json!({"bytes": data.len(), "shards_used": used, "failed": failed, "seconds": secs, "decode_seconds": decode_secs, "out": out}),
-    ))
+    Ok(Got { bytes: data.len(), n: record.n, shards_used: used, parity_used, failed, decode_seconds: decode_secs, seconds })
 }
 
 /// Why the deal of `state` (whose file is `state_path`) is a shard of a dispersed

@@ -23,10 +23,9 @@
 //! checked and reported.
 
 use super::{dial, FileDir, ShardFile};
-use crate::context::Ctx;
 use crate::node_client::NodeClient;
-use crate::output::Output;
 use crate::owner_state::{sigma_to_u64, DealParams, OwnerState, RunEntry, DEFAULT_BLOCK_CACHE_LEVELS, DEFAULT_CACHE_LEVELS};
+use crate::session::Session;
 use alloy::signers::local::PrivateKeySigner;
 use alloy_primitives::{keccak256, Address, B256};
 use anyhow::{bail, ensure, Context};
@@ -35,7 +34,6 @@ use dpor_core::merkle;
 use dpor_core::{RunId, RunTag};
 use dpor_disperse::{Geometry, Manifest, ShardEntry};
 use dpor_proto::messages::{batch_len, WireRun};
-use serde_json::json;
 use std::path::Path;
 use std::time::Instant;
 
@@ -58,15 +56,33 @@ pub fn shard_seed(key: &PrivateKeySigner, chain_id: u64, market: Address, deal: 
 
 /// Gives the owner state at `path` (a deal just opened, nothing uploaded) its key-derived
 /// seed ([`shard_seed`]).
-pub(crate) fn derive_seed(key: &PrivateKeySigner, path: &Path) -> anyhow::Result<()> {
+pub fn derive_seed(key: &PrivateKeySigner, path: &Path) -> anyhow::Result<()> {
     let mut state = OwnerState::load(path)?;
     ensure!(!state.uploaded, "{}: the seed of an uploaded deal cannot change", path.display());
     state.seed = shard_seed(key, state.chain_id, state.market, state.deal);
     state.save(path)
 }
 
-/// `dpor recover --dir DIR [--file-id ID]`: see the module docs.
-pub async fn recover(ctx: &Ctx, dir: &Path, registry: Address, file_id: Option<u64>) -> anyhow::Result<Output> {
+/// A dispersed file's state recovered ([`recover`]).
+#[derive(Debug, Clone)]
+pub struct Recovered {
+    /// The file's id in the FileManifest.
+    pub file_id: u64,
+    /// The file's record, as saved in `DIR/file.json`.
+    pub record: FileDir,
+    /// Coded blocks fetched to compute the cached checksums.
+    pub coded_blocks_fetched: u64,
+    /// Seconds taken.
+    pub seconds: f64,
+}
+
+/// `dpor recover --dir DIR [--file-id ID]`: see the module docs. The file is `file_id`
+/// in the FileManifest at `registry`, or the key's only file there.
+///
+/// # Errors
+/// `dir` already holds a file, no key, no or several files of the key, a file of another
+/// owner, or a shard that cannot be recovered (the chain, its node, its checks).
+pub async fn recover(ctx: &Session, dir: &Path, registry: Address, file_id: Option<u64>) -> anyhow::Result<Recovered> {
     let started = Instant::now();
     ensure!(!dir.join("file.json").exists(), "{} already holds a file's state: recover into a new directory", dir.display());
     let key = ctx.key()?;
@@ -119,23 +135,11 @@ pub async fn recover(ctx: &Ctx, dir: &Path, registry: Address, file_id: Option<u
     let manifest = Manifest::new(rec.file_bytes, geometry, entries)?;
     std::fs::write(dir.join("manifest.bin"), manifest.to_bytes()).context("writing manifest.bin")?;
     record.save(dir)?;
-    let secs = started.elapsed().as_secs_f64();
-    Ok(Output::new(
-        format!(
-            "recovered file {file_id} ({} bytes, {}-of-{}) into {}: {} shard states from the chain (manifest, deals, digests) and the providers ({fetched_blocks} coded blocks fetched for the cached checksums), {:.2} s",
-            rec.file_bytes,
-            rec.k,
-            rec.n,
-            dir.display(),
-            record.shards.len(),
-            secs
-        ),
-        json!({"file_id": file_id, "file_bytes": rec.file_bytes, "k": rec.k, "n": rec.n, "deals": record.shards.iter().map(|s| s.deal).collect::<Vec<_>>(), "coded_blocks_fetched": fetched_blocks, "seconds": secs, "dir": dir}),
-    ))
+    Ok(Recovered { file_id, record, coded_blocks_fetched: fetched_blocks, seconds: started.elapsed().as_secs_f64() })
 }
 
 /// One shard's owner state from the chain and its node; also the coded blocks fetched.
-async fn recover_shard(ctx: &Ctx, key: &PrivateKeySigner, deal_id: u64, shard_bytes: u64) -> anyhow::Result<(OwnerState, u64)> {
+async fn recover_shard(ctx: &Session, key: &PrivateKeySigner, deal_id: u64, shard_bytes: u64) -> anyhow::Result<(OwnerState, u64)> {
     let deal = ctx.market.get_deal(deal_id).await?;
     ensure!(deal.owner == key.address(), "deal {deal_id} belongs to {}", deal.owner);
     let (digest, _) = ctx.market.latest_digest(deal_id).await?.with_context(|| format!("deal {deal_id} has no digest on chain"))?;

@@ -27,20 +27,19 @@
 //! is updated; a repair that finds one continues with that deal (if it is still open or
 //! active) instead of opening another.
 
-use super::{dial, fetch_shards, pick_providers, shard_ctx, wait_active, DealTerms, FileDir, ShardFile};
-use crate::context::Ctx;
+use super::{dial, fetch_shards, pick_providers, DealTerms, FileDir, ShardFile};
 use crate::node_client::OwnerAuth;
-use crate::output::Output;
-use crate::owner::commands::{self as owner_cmd, DealCommand, OwnerCommand};
-use crate::owner::flows;
+use crate::owner::deal::{self, wait_active, OpenDeal};
+use crate::owner::{checkpoint, flows};
 use crate::owner_state::{OwnerState, DEFAULT_BLOCK_CACHE_LEVELS, DEFAULT_CACHE_LEVELS};
+use crate::progress::Notes;
+use crate::session::Session;
 use alloy_primitives::Address;
 use anyhow::{ensure, Context};
 use dpor_chain::DealState;
 use dpor_disperse::policy::{self, Reason, RepairRules};
 use dpor_disperse::{Manifest, ShardEntry, StripeCoder};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
@@ -85,11 +84,13 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    fn needs_repair(&self) -> bool {
+    /// Whether the shard is to be repaired now.
+    pub fn needs_repair(&self) -> bool {
         !matches!(self, Verdict::Healthy | Verdict::UnreachableGrace(_))
     }
 
-    fn describe(&self) -> String {
+    /// The verdict in words.
+    pub fn describe(&self) -> String {
         match self {
             Verdict::Healthy => "healthy".into(),
             Verdict::DealEnded(s) => format!("deal {s:?}, no longer active"),
@@ -134,7 +135,7 @@ impl Health {
 /// node read here, the decision by `dpor_disperse::policy` (`chain_reason`, then
 /// `unreachable_due`), the rules the simulator (`dpor-sim`) applies as well.
 async fn check(
-    ctx: &Ctx,
+    ctx: &Session,
     s: &ShardFile,
     opts: &RepairOptions,
     health: &mut Health,
@@ -174,8 +175,62 @@ async fn check(
     }
 }
 
-/// `dpor repair --dir DIR`: checks every shard and repairs those that need it.
-pub async fn repair(ctx: &Ctx, dir: &Path, opts: &RepairOptions) -> anyhow::Result<Output> {
+/// One shard's health as [`repair`] judged it.
+#[derive(Debug, Clone)]
+pub struct ShardHealth {
+    /// The shard as it was before the repair.
+    pub shard: ShardFile,
+    /// Its verdict.
+    pub verdict: Verdict,
+}
+
+/// A shard [`repair`] placed anew.
+#[derive(Debug, Clone)]
+pub struct Replaced {
+    /// Shard index.
+    pub shard: u16,
+    /// Its new deal.
+    pub deal: u64,
+    /// Its new provider.
+    pub provider: Address,
+    /// The deal it had.
+    pub old_deal: u64,
+    /// The provider it had.
+    pub old_provider: Address,
+    /// Seconds its placement took.
+    pub seconds: f64,
+}
+
+/// What [`repair`] found and did.
+#[derive(Debug, Clone)]
+pub struct RepairReport {
+    /// The file's id in the FileManifest.
+    pub file_id: u64,
+    /// k, data shards.
+    pub k: u16,
+    /// n, shards.
+    pub n: u16,
+    /// L, the file's length.
+    pub file_bytes: u64,
+    /// Every shard's health, in shard order.
+    pub health: Vec<ShardHealth>,
+    /// The shards that need repair (with `dry_run`, that would be repaired).
+    pub bad: Vec<u16>,
+    /// The shards repaired, in order; empty when nothing needed it or with `dry_run`.
+    pub repaired: Vec<Replaced>,
+    /// Seconds to fetch the healthy shards and rebuild (None when nothing was repaired).
+    pub rebuild_seconds: Option<f64>,
+    /// Seconds in all.
+    pub seconds: f64,
+}
+
+/// `dpor repair --dir DIR`: checks every shard and repairs those that need it. Notes
+/// (an interrupted write completed or skipped; the shards' checkpoints) go to `notes`.
+///
+/// # Errors
+/// The file was never recorded, a `--shard` out of range, more shards to repair than
+/// the code can rebuild, too few healthy shards, or a chain or node failure.
+pub async fn repair(ctx: &Session, dir: &Path, opts: &RepairOptions, notes: &dyn Notes) -> anyhow::Result<RepairReport> {
     let started = Instant::now();
     let mut record = FileDir::load(dir)?;
     let file_id = record.file_id.context("the file was never recorded in the FileManifest (an unfinished `put`?)")?;
@@ -183,7 +238,7 @@ pub async fn repair(ctx: &Ctx, dir: &Path, opts: &RepairOptions) -> anyhow::Resu
     // is completed, or the shards it could not reach are left out of the rebuild.
     let (stale, note) = super::settle_or_skip(ctx, dir, &mut record).await?;
     if let Some(note) = note {
-        eprintln!("{note}");
+        notes.note(&note);
     }
     for i in &opts.shards {
         ensure!(*i < record.n, "--shard {i}: the file has shards 0..{}", record.n);
@@ -197,27 +252,24 @@ pub async fn repair(ctx: &Ctx, dir: &Path, opts: &RepairOptions) -> anyhow::Resu
     }
     health.save(dir)?;
     let bad: Vec<u16> = record.shards.iter().zip(&verdicts).filter(|(_, v)| v.needs_repair()).map(|(s, _)| s.index).collect();
-    let mut lines: Vec<String> = record
-        .shards
-        .iter()
-        .zip(&verdicts)
-        .map(|(s, v)| format!("shard {} (deal {}, provider {}): {}", s.index, s.deal, s.provider, v.describe()))
-        .collect();
-    let health_json: Vec<_> = record
-        .shards
-        .iter()
-        .zip(&verdicts)
-        .map(
-            |(s, v)| json!({"shard": s.index, "deal": s.deal, "provider": s.provider, "verdict": v.describe(), "repair": v.needs_repair()}),
-        )
-        .collect();
+    let health_of: Vec<ShardHealth> =
+        record.shards.iter().zip(&verdicts).map(|(s, v)| ShardHealth { shard: s.clone(), verdict: v.clone() }).collect();
+    let (k, n, file_bytes) = (record.k, record.n, record.file_bytes);
+    let report = move |health: Vec<ShardHealth>, bad: Vec<u16>, repaired: Vec<Replaced>, rebuild_seconds: Option<f64>| RepairReport {
+        file_id,
+        k,
+        n,
+        file_bytes,
+        health,
+        bad,
+        repaired,
+        rebuild_seconds,
+        seconds: started.elapsed().as_secs_f64(),
+    };
     if bad.is_empty() || opts.dry_run {
-        lines.push(if bad.is_empty() { "nothing to repair".into() } else { format!("would repair shards {bad:?} (--dry-run)") });
-        return Ok(Output::new(
-            lines.join("\n"),
-            json!({"file_id": file_id, "shards": health_json, "repaired": [], "seconds": started.elapsed().as_secs_f64()}),
-        ));
+        return Ok(report(health_of, bad, Vec::new(), None));
     }
+    let lines: Vec<String> = health_of.iter().map(ShardHealth::describe).collect();
     ensure!(
         policy::can_rebuild(bad.len(), record.k, record.n),
         "{} shards need repair but a {}-of-{} file can rebuild at most {} at once from the others: {}",
@@ -254,10 +306,10 @@ pub async fn repair(ctx: &Ctx, dir: &Path, opts: &RepairOptions) -> anyhow::Resu
     // each new one as it is chosen: never two shards with one provider.
     let mut holders: Vec<Address> = record.shards.iter().map(|s| s.provider).collect();
     holders.extend(health.refused.iter().copied());
-    for i in bad {
+    for &i in &bad {
         let upload_started = Instant::now();
         let shard = rebuilt.get(i as usize).context("the code made fewer shards than the file has")?;
-        let (deal, provider, state_name) = place(ctx, dir, &record, i, shard, &mut holders, &mut health, opts).await?;
+        let (deal, provider, state_name) = place(ctx, dir, &record, i, shard, &mut holders, &mut health, opts, notes).await?;
         let reg = ctx.market.manifest_registry(record.registry);
         reg.replace_shard(file_id, i, deal)
             .await
@@ -271,25 +323,18 @@ pub async fn repair(ctx: &Ctx, dir: &Path, opts: &RepairOptions) -> anyhow::Resu
         super::write::mark_replaced(dir, &mut record, i)?;
         health.unreachable_since.remove(&i);
         health.save(dir)?;
-        let secs = upload_started.elapsed().as_secs_f64();
-        lines.push(format!(
-            "shard {i}: rebuilt from {} others and placed with {provider} under deal {deal} (was deal {} with {}); {:.2} s",
-            record.k, old.deal, old.provider, secs
-        ));
-        repaired.push(
-            json!({"shard": i, "deal": deal, "provider": provider, "old_deal": old.deal, "old_provider": old.provider, "seconds": secs}),
-        );
+        let seconds = upload_started.elapsed().as_secs_f64();
+        repaired.push(Replaced { shard: i, deal, provider, old_deal: old.deal, old_provider: old.provider, seconds });
     }
     write_manifest(dir, &record)?;
-    let secs = started.elapsed().as_secs_f64();
-    lines.push(format!(
-        "file {file_id}: {} shard(s) repaired in {secs:.2} s (fetch and rebuild {rebuild_secs:.2} s); the manifest on chain follows",
-        repaired.len()
-    ));
-    Ok(Output::new(
-        lines.join("\n"),
-        json!({"file_id": file_id, "shards": health_json, "repaired": repaired, "rebuild_seconds": rebuild_secs, "seconds": secs, "file_bytes": record.file_bytes}),
-    ))
+    Ok(report(health_of, bad, repaired, Some(rebuild_secs)))
+}
+
+impl ShardHealth {
+    /// `shard I (deal D, provider P): VERDICT`.
+    pub fn describe(&self) -> String {
+        format!("shard {} (deal {}, provider {}): {}", self.shard.index, self.shard.deal, self.shard.provider, self.verdict.describe())
+    }
 }
 
 /// Places shard `i` (its bytes `shard`) with a new provider: a deal opened (or the one
@@ -303,7 +348,7 @@ pub async fn repair(ctx: &Ctx, dir: &Path, opts: &RepairOptions) -> anyhow::Resu
 /// provider added to `health.refused`. Every provider tried is added to `holders`.
 #[allow(clippy::too_many_arguments)]
 async fn place(
-    ctx: &Ctx,
+    ctx: &Session,
     dir: &Path,
     record: &FileDir,
     i: u16,
@@ -311,6 +356,7 @@ async fn place(
     holders: &mut Vec<Address>,
     health: &mut Health,
     opts: &RepairOptions,
+    notes: &dyn Notes,
 ) -> anyhow::Result<(u64, Address, String)> {
     let name = format!("shard-{i}.next.json");
     let path = dir.join(&name);
@@ -358,7 +404,7 @@ async fn place(
             }
         }
         if state.digest_version == 0 {
-            owner_cmd::run(&shard_ctx(ctx, path.clone()), OwnerCommand::Checkpoint)
+            checkpoint::checkpoint(&ctx.with_state(path.clone()), notes)
                 .await
                 .with_context(|| format!("checkpointing shard {i} (deal {})", state.deal))?;
         }
@@ -370,7 +416,7 @@ async fn place(
 /// Opens a deal for shard `i` with the cheapest registered provider not in `holders`
 /// whose node answers; its owner state is written at `path`.
 async fn open_deal(
-    ctx: &Ctx,
+    ctx: &Session,
     record: &FileDir,
     i: u16,
     path: &Path,
@@ -387,26 +433,24 @@ async fn open_deal(
         if dial(&ctx.market, provider, ctx.timeout).await.is_err() {
             continue; // its node does not answer: not a home for the shard
         }
-        owner_cmd::run(
-            &shard_ctx(ctx, path.to_path_buf()),
-            OwnerCommand::Deal(DealCommand::Open {
-                provider,
-                file: None,
-                blocks: Some(num_blocks),
-                block_bytes: record.block_bytes,
-                lambda: opts.terms.lambda,
-                samples: opts.terms.samples,
-                epochs: opts.terms.epochs,
-                price: Some(price),
-                min_collateral: None,
-                mint: opts.terms.mint,
-                cache_levels: DEFAULT_CACHE_LEVELS,
-                block_cache_levels: DEFAULT_BLOCK_CACHE_LEVELS,
-                force: false,
-            }),
-        )
-        .await
-        .with_context(|| format!("opening a deal for shard {i} with {provider}"))?;
+        let req = OpenDeal {
+            provider,
+            file: None,
+            blocks: Some(num_blocks),
+            block_bytes: record.block_bytes,
+            lambda: opts.terms.lambda,
+            samples: opts.terms.samples,
+            epochs: opts.terms.epochs,
+            price: Some(price),
+            min_collateral: None,
+            mint: opts.terms.mint,
+            cache_levels: DEFAULT_CACHE_LEVELS,
+            block_cache_levels: DEFAULT_BLOCK_CACHE_LEVELS,
+            force: false,
+        };
+        deal::open(&ctx.with_state(path.to_path_buf()), &req)
+            .await
+            .with_context(|| format!("opening a deal for shard {i} with {provider}"))?;
         super::recover::derive_seed(ctx.key()?, path)?;
         return OwnerState::load(path);
     }
