@@ -23,15 +23,27 @@ impl Market {
         capacity_blocks: u64,
         stake: U256,
     ) -> Result<B256, ChainError> {
-        let call = self.market.register(
-            Bytes::from(peer_id),
-            multiaddrs,
-            price_per_block_epoch,
-            collateral_per_block,
-            capacity_blocks,
-            stake,
-        );
+        let call =
+            self.market.register(Bytes::from(peer_id), multiaddrs, price_per_block_epoch, collateral_per_block, capacity_blocks, stake);
         Ok(self.send("register", call).await?.transaction_hash)
+    }
+
+    /// Replaces the signer's provider record (`updateProvider`): its libp2p peer id,
+    /// multiaddrs, price per block per epoch and collateral per block (wei), and
+    /// capacity in data blocks (it may drop below the blocks in use: no new deal can
+    /// then be accepted). Deals already opened keep their terms. Errors:
+    /// `NotRegistered`.
+    pub async fn update_provider(
+        &self,
+        peer_id: Vec<u8>,
+        multiaddrs: Vec<String>,
+        price_per_block_epoch: u128,
+        collateral_per_block: u128,
+        capacity_blocks: u64,
+    ) -> Result<B256, ChainError> {
+        let call =
+            self.market.updateProvider(Bytes::from(peer_id), multiaddrs, price_per_block_epoch, collateral_per_block, capacity_blocks);
+        Ok(self.send("updateProvider", call).await?.transaction_hash)
     }
 
     /// The provider record of `provider` (`registered == false` if unknown).
@@ -63,13 +75,7 @@ impl Market {
     /// `EpochNotStarted`, `EpochClosed`, `EpochSettled`, `DigestNotInForce`,
     /// `DigestMismatch`, `SeedUnavailable`, `WrongSampleCount`, `WrongSample`,
     /// `WrongBlockLength`, `InvalidProof`.
-    pub async fn submit_epoch_proof(
-        &self,
-        deal_id: u64,
-        epoch: u64,
-        digest: &Digest,
-        proofs: Vec<BlockProof>,
-    ) -> Result<B256, ChainError> {
+    pub async fn submit_epoch_proof(&self, deal_id: u64, epoch: u64, digest: &Digest, proofs: Vec<BlockProof>) -> Result<B256, ChainError> {
         let call = self.market.submitEpochProof(U256::from(deal_id), epoch, to_chain_digest(digest), proofs);
         Ok(self.send("submitEpochProof", call).await?.transaction_hash)
     }

@@ -73,7 +73,11 @@ async fn extra_node(w: &World, account: usize) -> Proc {
     let mut node = spawn_node(w, account, 0, &[]);
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        assert!(node.alive(), "node {account} exited:\n{}", std::fs::read_to_string(w.path(&format!("node{account}.log"))).unwrap_or_default());
+        assert!(
+            node.alive(),
+            "node {account} exited:\n{}",
+            std::fs::read_to_string(w.path(&format!("node{account}.log"))).unwrap_or_default()
+        );
         if p.get_provider(provider).await.map(|p| p.registered).unwrap_or(false) {
             return node;
         }
@@ -99,7 +103,23 @@ async fn put_3_of_5_then_get_from_any_3_and_fail_clearly_with_2() {
         let put = w
             .dpor(
                 OWNER,
-                &["put", file_s.to_str().unwrap(), "--providers", "5", "--data", "3", "--dir", dir_s, "--manifest", &manifest, "--lambda", "16", "--epochs", "10", "--mint"],
+                &[
+                    "put",
+                    file_s.to_str().unwrap(),
+                    "--providers",
+                    "5",
+                    "--data",
+                    "3",
+                    "--dir",
+                    dir_s,
+                    "--manifest",
+                    &manifest,
+                    "--lambda",
+                    "16",
+                    "--epochs",
+                    "10",
+                    "--mint",
+                ],
             )
             .await
             .expect_ok("put 3-of-5");
@@ -157,10 +177,7 @@ async fn put_3_of_5_then_get_from_any_3_and_fail_clearly_with_2() {
         // A fresh machine: the owner's key alone, the chain and the providers give back
         // every shard's state, equal to the original field by field.
         let fresh = w.path("fresh");
-        let j = w
-            .dpor(OWNER, &["recover", "--dir", fresh.to_str().unwrap(), "--manifest", &manifest])
-            .await
-            .expect_ok("recover");
+        let j = w.dpor(OWNER, &["recover", "--dir", fresh.to_str().unwrap(), "--manifest", &manifest]).await.expect_ok("recover");
         assert_eq!(j["file_id"], put["file_id"], "{j}");
         for i in 0..5 {
             let original = normalized(&dir.join(format!("shard-{i}.json")));
@@ -178,9 +195,12 @@ async fn put_3_of_5_then_get_from_any_3_and_fail_clearly_with_2() {
         // fresh directory is the owner's state.
         let (offset2, patch2) = (5 * 4096 + 11, pseudo_random(3000, 8));
         std::fs::write(w.path("patch2.bin"), &patch2).unwrap();
-        w.dpor(OWNER, &["file-write", w.path("patch2.bin").to_str().unwrap(), "--offset", &offset2.to_string(), "--dir", fresh.to_str().unwrap()])
-            .await
-            .expect_ok("file-write from the recovered state");
+        w.dpor(
+            OWNER,
+            &["file-write", w.path("patch2.bin").to_str().unwrap(), "--offset", &offset2.to_string(), "--dir", fresh.to_str().unwrap()],
+        )
+        .await
+        .expect_ok("file-write from the recovered state");
         file[offset2..offset2 + patch2.len()].copy_from_slice(&patch2);
         w.dpor(OWNER, &["file-checkpoint", "--dir", fresh.to_str().unwrap()]).await.expect_ok("file-checkpoint from the recovered state");
         let fresh_s = fresh.to_str().unwrap();
@@ -200,6 +220,107 @@ async fn put_3_of_5_then_get_from_any_3_and_fail_clearly_with_2() {
         assert!(!r.ok, "get must fail with 3 of 5 down: {}", r.stdout);
         assert!(r.stderr.contains("3 of 5 shards failed, at most 2 may for a 3-of-5 file"), "{}", r.stderr);
         assert!(!out.exists());
+    })
+    .await;
+}
+
+/// Two owners' deals can race for one provider's last free blocks: `openDeal` reserves
+/// nothing, only `acceptDeal` checks the capacity. Here the provider `put` picks for one
+/// shard loses its room while the deal waits (its node is down, so it cannot accept
+/// first; then the provider gives its capacity away, `updateProvider` to 0 blocks, as
+/// another owner's accepted deal would take it). `put` sees at once that the deal can
+/// no longer be accepted, cancels it (the escrow comes back) and places the shard with
+/// the spare provider; the file downloads byte for byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn put_replaces_a_provider_whose_capacity_went_to_other_deals() {
+    within(600, async {
+        let mut w = World::start().await;
+        let mut nodes = Vec::new();
+        for account in EXTRA {
+            nodes.push(extra_node(&w, account).await);
+        }
+        // The lost provider: its node down, still registered, the cheapest (so picked).
+        let lost = EXTRA[0];
+        let lost_addr = w.dev.key(lost).address();
+        kill_shard(&mut w, &mut nodes, lost_addr);
+        let lost_market = w.client(lost).await;
+        let p = lost_market.get_provider(lost_addr).await.unwrap();
+        assert!(p.price_per_block_epoch > 0, "the test lowers the price below the others'");
+        let cheaper = p.price_per_block_epoch - 1;
+        lost_market
+            .update_provider(p.peer_id.to_vec(), p.multiaddrs.clone(), cheaper, p.collateral_per_block, p.capacity_blocks)
+            .await
+            .unwrap();
+
+        let file = pseudo_random(2 * 4096 * 6 + 99, 11);
+        std::fs::write(w.path("big.bin"), &file).unwrap();
+        let dir = w.path("file");
+        let (dir_s, file_s) = (dir.to_str().unwrap(), w.path("big.bin"));
+        let manifest = format!("{:?}", w.dev.manifest());
+        let args = [
+            "put",
+            file_s.to_str().unwrap(),
+            "--providers",
+            "4",
+            "--data",
+            "2",
+            "--dir",
+            dir_s,
+            "--manifest",
+            &manifest,
+            "--lambda",
+            "16",
+            "--epochs",
+            "10",
+            "--mint",
+        ];
+        let owner = w.client(OWNER).await;
+        let first = owner.deal_count().await.unwrap() + 1;
+        // As soon as `put` opened the lost provider's deal, its capacity goes elsewhere.
+        let squeeze = async {
+            let deadline = Instant::now() + Duration::from_secs(300);
+            loop {
+                for d in first..=owner.deal_count().await.unwrap() {
+                    if owner.get_deal(d).await.unwrap().provider == lost_addr {
+                        lost_market
+                            .update_provider(p.peer_id.to_vec(), p.multiaddrs.clone(), cheaper, p.collateral_per_block, 0)
+                            .await
+                            .unwrap();
+                        return d;
+                    }
+                }
+                assert!(Instant::now() < deadline, "put never opened a deal with the cheapest provider");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        };
+        let started = Instant::now();
+        let (put, lost_deal) = tokio::join!(w.dpor(OWNER, &args), squeeze);
+        eprintln!("put in {:?}; its notes:\n{}", started.elapsed(), put.stderr);
+        assert!(
+            put.stderr.contains(&format!("deal {lost_deal} with {lost_addr} not accepted")),
+            "a note names the re-placement:\n{}",
+            put.stderr
+        );
+        let put = put.expect_ok("put 2-of-4 with one provider's capacity gone");
+        let d = owner.get_deal(lost_deal).await.unwrap();
+        assert_eq!((d.state, d.escrow), (dpor_chain::DealState::Cancelled, 0), "the lost provider's deal cancelled, its escrow back");
+        let deals: Vec<u64> = put["deals"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap()).collect();
+        assert_eq!(deals.len(), 4);
+        assert!(!deals.contains(&lost_deal), "{put}");
+        let reg = owner.manifest_registry(w.dev.manifest());
+        let rec = reg.get_file(put["file_id"].as_u64().unwrap()).await.unwrap();
+        let mut providers: Vec<_> = rec.shards.iter().map(|s| s.provider).collect();
+        assert!(!providers.contains(&lost_addr), "the lost provider holds no shard");
+        providers.sort();
+        providers.dedup();
+        assert_eq!(providers.len(), 4, "four distinct providers");
+        for s in &rec.shards {
+            let deal = owner.get_deal(s.deal_id).await.unwrap();
+            assert_eq!((deal.state, deal.digest_version), (dpor_chain::DealState::Active, 1), "deal {} active and checkpointed", s.deal_id);
+        }
+        let (r, out) = get(&w, "replaced.bin").await;
+        r.expect_ok("get after the re-placement");
+        assert_eq!(std::fs::read(&out).unwrap(), file, "byte for byte");
     })
     .await;
 }
@@ -348,7 +469,8 @@ async fn a_write_a_lost_shard_never_got_is_read_around_and_completed_by_its_repa
         assert!(r.stderr.contains("the next command completes it"), "{}", r.stderr);
         file[..patch.len()].copy_from_slice(&patch);
         let intent: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("write-intent.json")).unwrap()).unwrap();
-        let undone: Vec<u64> = intent["shards"].as_array().unwrap().iter().filter(|s| s["done"] == false).map(|s| s["shard"].as_u64().unwrap()).collect();
+        let undone: Vec<u64> =
+            intent["shards"].as_array().unwrap().iter().filter(|s| s["done"] == false).map(|s| s["shard"].as_u64().unwrap()).collect();
         assert!(undone.contains(&stale) && undone.iter().all(|&s| s >= 2), "{intent}");
 
         // The node is lost for good: get reads around it and gives the new version.

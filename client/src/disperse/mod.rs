@@ -228,12 +228,16 @@ pub struct Put {
 }
 
 /// `dpor put FILE --providers n --data k`: disperses `file` k-of-n into `dir`, with the
-/// FileManifest at `registry` (module docs). Notes of the shards' checkpoints go to
-/// `notes`.
+/// FileManifest at `registry` (module docs). A chosen provider that other owners'
+/// deals filled meanwhile (full at `openDeal`, or unable to accept; see `dpor_client::owner::deal::wait_active`) is
+/// replaced by the next one that qualifies, the refused deal cancelled (module-private
+/// `accept_or_replace`). Notes of the re-placements and of the shards' checkpoints
+/// go to `notes`.
 ///
 /// # Errors
 /// `dir` already holds a file, not a FileManifest of this market, a bad k or n, an
-/// empty or unreadable file, too few providers, or a deal, upload or checkpoint failing.
+/// empty or unreadable file, too few providers, a shard not placed after
+/// [`PLACEMENT_ROUNDS`] tries, or a deal, upload or checkpoint failing.
 #[allow(clippy::too_many_arguments)]
 pub async fn put(
     ctx: &Session,
@@ -272,33 +276,34 @@ pub async fn put(
         dirty: Vec::new(),
     };
 
-    // (1) One deal per shard, with `deal open`'s own code (`owner::deal::open`) (sequential: one key's nonces).
-    for (i, (provider, price)) in chosen.iter().enumerate() {
+    // (1) One deal per shard, with `deal open`'s own code (`owner::deal::open`) (sequential:
+    // one key's nonces). A provider another owner filled since the registry was read is
+    // replaced by the next one that qualifies.
+    let mut tried: Vec<Address> = chosen.iter().map(|c| c.0).collect();
+    for (i, &(first, first_price)) in chosen.iter().enumerate() {
         let name = format!("shard-{i}.json");
-        let req = OpenDeal {
-            provider: *provider,
-            file: None,
-            blocks: Some(num_blocks),
-            block_bytes: geometry.block_bytes(),
-            lambda: opts.lambda,
-            samples: opts.samples,
-            epochs: opts.epochs,
-            price: Some(*price),
-            min_collateral: None,
-            mint: opts.mint,
-            cache_levels: DEFAULT_CACHE_LEVELS,
-            block_cache_levels: DEFAULT_BLOCK_CACHE_LEVELS,
-            force: false,
+        let (mut provider, mut price) = (first, first_price);
+        let mut attempts = 0;
+        let deal = loop {
+            match open_shard_deal(ctx, dir, &name, provider, price, num_blocks, geometry.block_bytes(), opts, attempts > 0).await {
+                Ok(deal) => break deal,
+                Err(e) if attempts < PLACEMENT_ROUNDS && !has_room(&ctx.market, provider, num_blocks).await? => {
+                    let next = pick_providers(&ctx.market, 1, num_blocks, opts.max_price, opts.min_collateral, &tried)
+                        .await
+                        .with_context(|| format!("choosing another provider for shard {i} ({provider} is full: {e:#})"))?;
+                    notes.note(&format!("shard {i}: {provider} has no room left ({e:#}); trying {}", next[0].0));
+                    (provider, price) = next[0];
+                    tried.push(provider);
+                    attempts += 1;
+                }
+                Err(e) => return Err(e.context(format!("opening the deal of shard {i} with {provider}"))),
+            }
         };
-        let opened = deal::open(&ctx.with_state(dir.join(&name)), &req)
-            .await
-            .with_context(|| format!("opening the deal of shard {i} with {provider}"))?;
-        // The checksum seed from the owner's key, so that `recover` can derive it again.
-        recover::derive_seed(ctx.key()?, &dir.join(&name))?;
-        let deal = opened.deal;
-        record.shards.push(ShardFile { index: i as u16, deal, provider: *provider, state: name });
+        record.shards.push(ShardFile { index: i as u16, deal, provider, state: name });
         record.save(dir)?;
     }
+    // (1b) Every deal accepted; one its provider cannot take is re-placed.
+    accept_or_replace(ctx, dir, &mut record, num_blocks, opts, &mut tried, notes).await?;
     let opened_secs = started.elapsed().as_secs_f64();
 
     // (2) Upload every shard in parallel with the single-deal upload flow.
@@ -364,6 +369,134 @@ pub async fn put(
         upload_seconds: upload_secs,
         seconds,
     })
+}
+
+/// Opens one shard's deal with `provider` at `price` with `deal open`'s own code
+/// (`owner::deal::open`), its owner state at `dir/name` (replacing one there only if
+/// `replace`: the state of a cancelled deal of the same shard), and
+/// derives the state's checksum seed from the owner's key (so `recover` can derive it
+/// again). Returns the deal id.
+#[allow(clippy::too_many_arguments)]
+async fn open_shard_deal(
+    ctx: &Session,
+    dir: &Path,
+    name: &str,
+    provider: Address,
+    price: u128,
+    num_blocks: u64,
+    block_bytes: u32,
+    opts: &DealTerms,
+    replace: bool,
+) -> anyhow::Result<u64> {
+    let req = OpenDeal {
+        provider,
+        file: None,
+        blocks: Some(num_blocks),
+        block_bytes,
+        lambda: opts.lambda,
+        samples: opts.samples,
+        epochs: opts.epochs,
+        price: Some(price),
+        min_collateral: None,
+        mint: opts.mint,
+        cache_levels: DEFAULT_CACHE_LEVELS,
+        block_cache_levels: DEFAULT_BLOCK_CACHE_LEVELS,
+        force: replace,
+    };
+    let opened = deal::open(&ctx.with_state(dir.join(name)), &req).await?;
+    recover::derive_seed(ctx.key()?, &dir.join(name))?;
+    Ok(opened.deal)
+}
+
+/// Whether `provider`'s free capacity (`capacityBlocks − usedBlocks`) still fits a deal
+/// of `blocks` blocks.
+async fn has_room(market: &Market, provider: Address, blocks: u64) -> anyhow::Result<bool> {
+    let p = market.get_provider(provider).await?;
+    Ok(p.capacity_blocks.saturating_sub(p.used_blocks) >= blocks)
+}
+
+/// Re-placements `put` tries for one shard (a full provider at `openDeal`, or rounds
+/// of `accept_or_replace`) before it gives up.
+pub const PLACEMENT_ROUNDS: usize = 3;
+
+/// Waits, for all shards at once, until every deal of `record` is accepted
+/// ([`deal::wait_active`]). A deal its provider does not accept (its free capacity
+/// went to other owners' deals opened at the same time, since `openDeal` reserves
+/// nothing, or no acceptance within a minute) is cancelled (`cancelDeal`: the escrow
+/// comes back) and its shard re-opened with another provider, picked as `put` picks
+/// ([`pick_providers`]) but never one in `tried` (the file's providers and every one
+/// tried before; the new ones are added);
+/// up to [`PLACEMENT_ROUNDS`] rounds. One note per re-placed shard goes to `notes`.
+///
+/// # Errors
+/// A shard is still not accepted after the last round, no other provider qualifies,
+/// or the chain cannot be read or written.
+async fn accept_or_replace(
+    ctx: &Session,
+    dir: &Path,
+    record: &mut FileDir,
+    num_blocks: u64,
+    opts: &DealTerms,
+    tried: &mut Vec<Address>,
+    notes: &dyn Notes,
+) -> anyhow::Result<()> {
+    for round in 0..=PLACEMENT_ROUNDS {
+        let mut waits = tokio::task::JoinSet::new();
+        for (slot, s) in record.shards.iter().enumerate() {
+            let market = ctx.market.clone();
+            let deal = s.deal;
+            waits.spawn(async move { (slot, deal::wait_active(&market, deal).await) });
+        }
+        let mut refused = Vec::new();
+        while let Some(joined) = waits.join_next().await {
+            let (slot, r) = joined.context("a wait for a deal's acceptance failed")?;
+            if let Err(e) = r {
+                refused.push((slot, e));
+            }
+        }
+        if refused.is_empty() {
+            return Ok(());
+        }
+        refused.sort_by_key(|(slot, _)| *slot);
+        if round == PLACEMENT_ROUNDS {
+            let why: Vec<String> = refused.iter().map(|(slot, e)| format!("shard {slot}: {e:#}")).collect();
+            bail!("{} shards not accepted after {PLACEMENT_ROUNDS} re-placements: {}", refused.len(), why.join("; "));
+        }
+        // Cancelled now, or accepted after all (the minute ran out just then): keep that one.
+        let mut still = Vec::new();
+        for (slot, why) in refused {
+            let deal = record.shards[slot].deal;
+            match ctx.market.get_deal(deal).await?.state {
+                dpor_chain::DealState::Active => continue,
+                dpor_chain::DealState::Open => {
+                    ctx.market.cancel_deal(deal).await.with_context(|| format!("cancelling deal {deal}"))?;
+                }
+                _ => {}
+            }
+            still.push((slot, why));
+        }
+        let refused = still;
+        if refused.is_empty() {
+            return Ok(());
+        }
+        let others = pick_providers(&ctx.market, refused.len(), num_blocks, opts.max_price, opts.min_collateral, tried)
+            .await
+            .context("choosing providers for the shards whose deals were not accepted")?;
+        for ((slot, why), (provider, price)) in refused.into_iter().zip(others) {
+            let old = record.shards[slot].clone();
+            let deal = open_shard_deal(ctx, dir, &old.state, provider, price, num_blocks, record.block_bytes, opts, true)
+                .await
+                .with_context(|| format!("opening the deal of shard {} with {provider}", old.index))?;
+            notes.note(&format!(
+                "shard {}: deal {} with {} not accepted ({why:#}); cancelled, placed with {provider} as deal {deal}",
+                old.index, old.deal, old.provider
+            ));
+            tried.push(provider);
+            record.shards[slot] = ShardFile { deal, provider, ..old };
+            record.save(dir)?;
+        }
+    }
+    Ok(())
 }
 
 /// Downloads shards of the file in `dir` from their providers, every block verified

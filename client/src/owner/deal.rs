@@ -187,16 +187,36 @@ async fn check_deal_terms(
     Ok(escrow)
 }
 
-/// Waits up to a minute for the provider to accept `deal`.
+/// Waits up to a minute for the provider to accept `deal`, polling every 250 ms.
+///
+/// Gives up at once when the deal can no longer be accepted: the provider's free
+/// capacity (`capacityBlocks − usedBlocks`) has fallen below the deal's N blocks, so
+/// its `acceptDeal` would revert with `CapacityExceeded` (other owners' deals, opened
+/// at the same time against the same free space, were accepted first: `openDeal`
+/// reserves nothing). The caller cancels the deal (`cancelDeal`, the escrow comes
+/// back) and picks another provider.
 ///
 /// # Errors
-/// The deal is neither open nor active, the chain cannot be read, or a minute passed.
+/// The deal is neither open nor active, its provider has no room left for it, the
+/// chain cannot be read, or a minute passed.
 pub async fn wait_active(market: &Market, deal: u64) -> anyhow::Result<()> {
     for _ in 0..240 {
         let d = market.get_deal(deal).await?;
         match d.state {
             dpor_chain::DealState::Active => return Ok(()),
-            dpor_chain::DealState::Open => tokio::time::sleep(Duration::from_millis(250)).await,
+            dpor_chain::DealState::Open => {
+                let p = market.get_provider(d.provider).await?;
+                let free = p.capacity_blocks.saturating_sub(p.used_blocks);
+                // Read again: the node may have accepted between the two reads.
+                if free < d.num_blocks && market.get_deal(deal).await?.state == dpor_chain::DealState::Open {
+                    bail!(
+                        "provider {} has {free} free blocks left, deal {deal} needs {}: other deals took its capacity first",
+                        d.provider,
+                        d.num_blocks
+                    );
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await
+            }
             other => bail!("deal {deal} is {other:?}, not active"),
         }
     }
