@@ -191,9 +191,10 @@ pub async fn run(ctx: &Ctx, args: WatchArgs) -> Result<Output> {
         None => None,
     };
     let mut actions = 0u64;
+    let mut nodes = super::watch_commit::NodeCache::default();
     loop {
         let started = std::time::Instant::now();
-        let mut nodes = super::watch_commit::NodeCache::default();
+        nodes.new_pass();
         let mut watched = 0u64;
         let ids: Vec<u64> = if args.all {
             let n = ctx.market.deal_count().await?;
@@ -230,6 +231,9 @@ pub async fn run(ctx: &Ctx, args: WatchArgs) -> Result<Output> {
             },
             _ => {}
         }
+        // What a pass learnt without acting on chain (entries verified, misses counted,
+        // epochs settled) is saved once here; every on-chain action was saved as taken.
+        state.save(&args.state)?;
         let seconds = started.elapsed().as_secs_f64();
         log(ctx, "pass", 0, format!("pass over {watched} deals in {seconds:.1} s"), json!({"deals": watched, "seconds": seconds}));
         if args.once {
@@ -353,7 +357,9 @@ async fn missed_step(ctx: &Ctx, path: &Path, params: &MarketParams, state: &mut 
             log(ctx, "mark-missed", id, format!("epoch {e}: not proven; marked missed (faults now {f})"), json!({"epoch": e, "failures": f}));
         }
         state.deals.entry(id).or_default().settled_below = e + 1;
-        state.save(path)?;
+        if n > 0 {
+            state.save(path)?;
+        }
         if ctx.market.get_deal(id).await?.state != DealState::Active {
             break;
         }

@@ -13,16 +13,40 @@ use dpor_chain::{ChallengeState, CommittedEpoch, DealInfo, MarketParams};
 use serde_json::json;
 use std::collections::HashMap;
 
-/// Node connections of one pass, by provider (one dial per provider per pass).
+/// What the watcher keeps between reads: node connections by provider (one dial per
+/// provider per pass: [`NodeCache::new_pass`] drops them, as a node may have restarted
+/// at another address), and digests by (deal, digest hash), which never change (a
+/// digest's hash commits to its every field), so the `DigestPosted` logs are searched
+/// once per digest rather than once per check.
 #[derive(Default)]
-pub struct NodeCache(HashMap<alloy_primitives::Address, NodeClient>);
+pub struct NodeCache {
+    nodes: HashMap<alloy_primitives::Address, NodeClient>,
+    digests: HashMap<(u64, alloy_primitives::B256), dpor_core::digest::Digest>,
+}
 
 impl NodeCache {
+    /// Starts a pass: the node connections of the last pass are dropped.
+    pub fn new_pass(&mut self) {
+        self.nodes.clear();
+    }
+
     async fn get(&mut self, ctx: &Ctx, deal: &DealInfo) -> Result<&NodeClient> {
-        match self.0.entry(deal.provider) {
+        match self.nodes.entry(deal.provider) {
             std::collections::hash_map::Entry::Occupied(e) => Ok(e.into_mut()),
             std::collections::hash_map::Entry::Vacant(v) => Ok(v.insert(ctx.node_for_deal(deal.id).await?)),
         }
+    }
+
+    /// The preimage of `hash`, deal `id`'s digest, from the cache or the logs.
+    async fn digest(&mut self, ctx: &Ctx, id: u64, hash: alloy_primitives::B256) -> Result<Option<dpor_core::digest::Digest>> {
+        if let Some(d) = self.digests.get(&(id, hash)) {
+            return Ok(Some(d.clone()));
+        }
+        let found = ctx.market.digest_by_hash(id, hash, 0).await?;
+        if let Some(d) = &found {
+            self.digests.insert((id, hash), d.clone());
+        }
+        Ok(found)
     }
 }
 
@@ -46,9 +70,8 @@ async fn check_entry(ctx: &Ctx, nodes: &mut NodeCache, deal: &DealInfo, epoch: u
     if inforce.version == 0 {
         return Ok(Check::NotYet);
     }
-    let digest = ctx
-        .market
-        .digest_by_hash(id, inforce.hash, 0)
+    let digest = nodes
+        .digest(ctx, id, inforce.hash)
         .await?
         .with_context(|| format!("no DigestPosted log for digest v{}", inforce.version))?;
     let Some(seed) = ctx.market.epoch_seed(id, epoch).await? else { return Ok(Check::NotYet) };
@@ -114,8 +137,8 @@ pub async fn commitment_step(
         let why = match outcome {
             Check::NotYet => continue,
             Check::Good => {
+                // Saved at the end of the pass (checking it again after a crash is harmless).
                 state.deals.entry(id).or_default().commit_checked.insert(epoch);
-                state.save(&args.state)?;
                 log(ctx, "commitment-ok", id, format!("epoch {epoch}: the committed response verifies"), json!({"epoch": epoch}));
                 continue;
             }
@@ -125,7 +148,6 @@ pub async fn commitment_step(
                 *t += 1;
                 let t = *t;
                 if t <= args.retries {
-                    state.save(&args.state)?;
                     log(ctx, "commitment-unanswered", id,
                         format!("epoch {epoch}: the node did not serve its committed response (attempt {t} of {}): {why}", args.retries),
                         json!({"epoch": epoch, "attempt": t, "error": why}));
