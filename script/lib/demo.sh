@@ -199,7 +199,11 @@ demo_chain() {
   # The real anvil, in its own process group so that the cleanup ends the whole group.
   local mining=(--block-time "${DEMO_BLOCK_TIME:-1}")
   [ "${DEMO_BLOCK_TIME:-1}" != 0 ] || mining=() # automine: one block per transaction, mined at once
-  setsid "$anvil" --accounts "${DEMO_ACCOUNTS:-10}" --host 127.0.0.1 --port "$port" "${mining[@]}" --silent >"$work/anvil.log" 2>&1 3>&- &
+  # --max-persisted-states 0: the old states anvil evicts from memory (past the recent
+  # blocks' it keeps) are dropped, never written to ~/.foundry/anvil/tmp, which a killed anvil
+  # never cleans (an emulation wrote 5.6 GB there in 20 minutes; nothing here reads
+  # state at an old block).
+  setsid "$anvil" --accounts "${DEMO_ACCOUNTS:-10}" --host 127.0.0.1 --port "$port" "${mining[@]}" --max-persisted-states 0 --silent >"$work/anvil.log" 2>&1 3>&- &
   pids+=($!)
   groups+=($!)
   wait_for "anvil on $rpc" 30 "$cast" chain-id --rpc-url "$rpc"
