@@ -193,8 +193,9 @@ pub async fn run(ctx: &Ctx, cmd: AuditorCommand) -> anyhow::Result<Output> {
         AuditorCommand::Audit { deal, secret: true, lambda, .. } => crate::owner::secret_audit::run(ctx, deal, lambda).await,
         AuditorCommand::Audit { deal, epoch, record, dispute, .. } => {
             let policy = if dispute { DisputePolicy::FirstFailure } else { DisputePolicy::Never };
+            let deal = deal.context("give the DEAL to audit")?;
             let bar = ctx.bar("audit");
-            let audit = lib::audit::run_with(ctx, deal.context("give the DEAL to audit")?, epoch, record, policy, Some(&bar)).await;
+            let audit = lib::audit::run_with(ctx, deal, epoch, record, policy, Some(&bar)).await;
             bar.finish_and_clear();
             report::audit(audit?)
         }
