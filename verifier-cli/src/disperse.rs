@@ -294,7 +294,12 @@ async fn file_write(ctx: &Ctx, dir: &Path, offset: u64, data: &Path) -> anyhow::
 /// `dpor repair` (and each pass of `dpor watch --repair`): the library's repair and
 /// its output.
 pub async fn repair(ctx: &Ctx, dir: &Path, opts: &RepairOptions) -> anyhow::Result<Output> {
-    let r = lib::repair::repair(ctx, dir, opts, &Stderr).await?;
+    Ok(repair_output(&lib::repair::repair(ctx, dir, opts, &Stderr).await?))
+}
+
+/// A repair's report ([`lib::repair::RepairReport`]) as `dpor repair` prints it (and
+/// `dpor watch --repair` logs it).
+pub fn repair_output(r: &lib::repair::RepairReport) -> Output {
     let mut lines: Vec<String> = r.health.iter().map(|h| h.describe()).collect();
     let health_json: Vec<_> = r
         .health
@@ -307,10 +312,7 @@ pub async fn repair(ctx: &Ctx, dir: &Path, opts: &RepairOptions) -> anyhow::Resu
     let Some(rebuild_secs) = r.rebuild_seconds else {
         let bad = &r.bad;
         lines.push(if bad.is_empty() { "nothing to repair".into() } else { format!("would repair shards {bad:?} (--dry-run)") });
-        return Ok(Output::new(
-            lines.join("\n"),
-            json!({"file_id": r.file_id, "shards": health_json, "repaired": [], "seconds": r.seconds}),
-        ));
+        return Output::new(lines.join("\n"), json!({"file_id": r.file_id, "shards": health_json, "repaired": [], "seconds": r.seconds}));
     };
     let mut repaired = Vec::new();
     for p in &r.repaired {
@@ -326,8 +328,8 @@ pub async fn repair(ctx: &Ctx, dir: &Path, opts: &RepairOptions) -> anyhow::Resu
         r.file_id,
         repaired.len()
     ));
-    Ok(Output::new(
+    Output::new(
         lines.join("\n"),
         json!({"file_id": r.file_id, "shards": health_json, "repaired": repaired, "rebuild_seconds": rebuild_secs, "seconds": secs, "file_bytes": r.file_bytes}),
-    ))
+    )
 }

@@ -8,7 +8,8 @@
 //! - [`context`]: global flags, turned into the library's `dpor_client::session::Session`, and the output flags.
 //! - [`node_client`], [`owner_state`]: re-exported from the library `dpor_client`.
 //! - [`owner`]: the owner's commands (the flows are `dpor_client::owner`).
-//! - [`auditor`]: the public audit and its on-chain consequences; `watch`, the long-running auditor.
+//! - [`auditor`]: the arguments and output of the auditor's commands (the public audit,
+//!   its on-chain consequences, `watch`); what they do is `dpor_client::auditor`.
 //! - [`beacon`]: `dpor beacon relay`, recording local-beacon rounds on chain.
 //! - [`disperse`]: the arguments and output of `dpor put` / `get` / `repair` / ...; the
 //!   dispersal itself is `dpor_client::disperse`.

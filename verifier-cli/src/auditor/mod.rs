@@ -1,35 +1,19 @@
-//! The auditor's commands (DESIGN §6 "Public audit", docs/CONTRACTS.md §7).
-//!
-//! An auditor holds no secret. `audit` reads the latest posted digest (from the
-//! `DigestPosted` logs, checked against the hash the contract stores) and the epoch
-//! seed from the chain, asks the provider's node for the coded blocks the seed picks
-//! (`dpor_core::audit::audit_plan`), and verifies every one against the run roots of
-//! the digest. Its outcome can be recorded on chain (`record`, or `audit --record`);
-//! a failure with consequences is a dispute on one failed sample (`dispute`, or
-//! `audit --dispute`), which the provider must answer within the dispute window or be
-//! slashed by anyone (`slash`). `mark-missed` settles an epoch nobody proved, and
-//! `withdraw` pulls what the market owes the caller (bonds, slash shares).
-//!
-//! One file per command: [`audit`], [`record`], [`dispute`], [`slash`],
-//! [`mark_missed`], [`withdraw`].
+//! The auditor's commands (DESIGN §6 "Public audit", docs/CONTRACTS.md §7): their
+//! arguments and output. What they do is the library's `dpor_client::auditor` (the
+//! public audit, its on-chain consequences, and `watch`'s passes); each returns a report
+//! that [`report`] turns into the human and JSON output, and `watch` reports its actions
+//! to [`watch_log::Printer`], which prints them and feeds [`watch_metrics`].
 
-pub mod audit;
-pub mod challenge;
-pub mod dispute;
-pub mod mark_missed;
-pub mod record;
-pub mod slash;
-pub mod watch;
-pub mod watch_commit;
+pub mod report;
+pub mod watch_log;
 pub mod watch_metrics;
-pub mod withdraw;
 
 use crate::context::Ctx;
 use crate::output::Output;
 use alloy_primitives::B256;
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::Subcommand;
-use dpor_chain::{DealInfo, DealState};
+use dpor_client::auditor::{self as lib, audit::DisputePolicy};
 
 /// Auditor commands (no secret needed; `record`, `dispute`, `slash`, `mark-missed` and
 /// `withdraw` send transactions from `--key-file`).
@@ -208,21 +192,30 @@ pub async fn run(ctx: &Ctx, cmd: AuditorCommand) -> anyhow::Result<Output> {
     match cmd {
         AuditorCommand::Audit { deal, secret: true, lambda, .. } => crate::owner::secret_audit::run(ctx, deal, lambda).await,
         AuditorCommand::Audit { deal, epoch, record, dispute, .. } => {
-            audit::run(ctx, deal.context("give the DEAL to audit")?, epoch, record, dispute).await
+            let policy = if dispute { DisputePolicy::FirstFailure } else { DisputePolicy::Never };
+            let deal = deal.context("give the DEAL to audit")?;
+            let bar = ctx.bar("audit");
+            let audit = lib::audit::run_with(ctx, deal, epoch, record, policy, Some(&bar)).await;
+            bar.finish_and_clear();
+            report::audit(audit?)
         }
         AuditorCommand::Record { deal, epoch, version, passed, failed, transcript } => {
-            record::run(ctx, deal, epoch, version, passed && !failed, transcript).await
+            let passed = passed && !failed;
+            let (id, version) = lib::record::run(ctx, deal, epoch, version, passed, transcript).await?;
+            Ok(report::record(id, deal, epoch, version, passed, transcript))
         }
         AuditorCommand::Dispute { deal, epoch, run_tag, position, chunk, transcript } => {
-            dispute::run(ctx, deal, epoch, run_tag, position, chunk, transcript).await
+            let req = lib::dispute::DisputeRequest { deal, epoch, run_tag, position, chunk, transcript };
+            Ok(report::dispute(&req, &lib::dispute::open(ctx, &req).await?))
         }
-        AuditorCommand::Challenge { fault: Some(id), .. } => challenge::fault(ctx, id).await,
+        AuditorCommand::Challenge { fault: Some(id), .. } => Ok(report::challenge_faulted(&lib::challenge::fault(ctx, id).await?)),
         AuditorCommand::Challenge { deal, epoch, .. } => {
-            challenge::open(ctx, deal.context("give DEAL EPOCH")?, epoch.context("give DEAL EPOCH")?).await
+            let opened = lib::challenge::open(ctx, deal.context("give DEAL EPOCH")?, epoch.context("give DEAL EPOCH")?).await?;
+            Ok(report::challenge_opened(&opened))
         }
-        AuditorCommand::Slash { dispute } => slash::run(ctx, dispute).await,
-        AuditorCommand::MarkMissed { deal, epoch } => mark_missed::run(ctx, deal, epoch).await,
-        AuditorCommand::Withdraw => withdraw::run(ctx).await,
+        AuditorCommand::Slash { dispute } => Ok(report::slash(dispute, &lib::slash::run(ctx, dispute).await?)),
+        AuditorCommand::MarkMissed { deal, epoch } => Ok(report::mark_missed(deal, epoch, &lib::mark_missed::run(ctx, deal, epoch).await?)),
+        AuditorCommand::Withdraw => Ok(report::withdraw(&lib::withdraw::run(ctx).await?)),
         AuditorCommand::Watch {
             deals,
             all,
@@ -238,7 +231,7 @@ pub async fn run(ctx: &Ctx, cmd: AuditorCommand) -> anyhow::Result<Output> {
             metrics_listen,
         } => {
             anyhow::ensure!(all || !deals.is_empty() || !repair.is_empty(), "give --deal ID (repeatable), --all or --repair DIR");
-            let args = watch::WatchArgs {
+            let args = lib::watch::WatchArgs {
                 deals,
                 all,
                 state: watch_state,
@@ -246,132 +239,16 @@ pub async fn run(ctx: &Ctx, cmd: AuditorCommand) -> anyhow::Result<Output> {
                 retries,
                 once,
                 repair,
-                repair_options: dpor_client::disperse::repair::RepairOptions { shards: Vec::new(), max_faults, unreachable_epochs, dry_run: false, terms: terms.into() },
+                repair_options: dpor_client::disperse::repair::RepairOptions {
+                    shards: Vec::new(),
+                    max_faults,
+                    unreachable_epochs,
+                    dry_run: false,
+                    terms: terms.into(),
+                },
                 commitments_only,
-                metrics_listen,
             };
-            watch::run(ctx, args).await
+            watch_log::run(ctx, args, metrics_listen).await
         }
-    }
-}
-
-/// `get_deal`'s answer as an `Option` (`None` for an unknown deal), whichever shape
-/// the chain client returns: a [`DealInfo`] whose state is `None` for an unknown deal,
-/// or an `Option<DealInfo>`. (dpor-chain's API was still moving when this was written;
-/// this keeps the auditor independent of that choice.)
-pub(crate) trait IntoDeal {
-    /// The deal, if it exists.
-    fn into_deal(self) -> Option<DealInfo>;
-}
-
-impl IntoDeal for DealInfo {
-    fn into_deal(self) -> Option<DealInfo> {
-        (self.state != DealState::None).then_some(self)
-    }
-}
-
-impl IntoDeal for Option<DealInfo> {
-    fn into_deal(self) -> Option<DealInfo> {
-        self.and_then(IntoDeal::into_deal)
-    }
-}
-
-/// Deal `deal` from the chain, or a clear error if it does not exist.
-pub(crate) async fn deal_info(ctx: &Ctx, deal: u64) -> anyhow::Result<DealInfo> {
-    let d = ctx.market.get_deal(deal).await.with_context(|| format!("reading deal {deal} from the chain"))?;
-    d.into_deal().with_context(|| format!("deal {deal} does not exist on chain"))
-}
-
-/// The epoch to use when none was given: the one whose window contains the latest
-/// block's timestamp, or, once the deal's epochs are over, its last epoch. Before its
-/// first epoch (deal epoch 0 is the global epoch after acceptance, docs/CONTRACTS.md
-/// §2) there is nothing to audit: the error names epoch 0 and when it starts.
-pub(crate) async fn default_epoch(ctx: &Ctx, d: &DealInfo) -> anyhow::Result<u64> {
-    if d.accepted_at == 0 {
-        bail!("deal {} was never accepted: it has no epochs", d.id);
-    }
-    let params = ctx.market.params().await.context("reading the market's parameters")?;
-    let now = ctx.market.latest_timestamp().await?;
-    if let Some(e) = params.deal_epoch_at(d, now) {
-        return Ok(e);
-    }
-    let first = params.window(d, 0).start;
-    if now < first {
-        bail!(
-            "deal {}'s first epoch, epoch 0, has not started: it starts at timestamp {first}, in {} s (chain time), and no epoch has a seed to audit before",
-            d.id,
-            first - now
-        );
-    }
-    match d.num_epochs {
-        0 => bail!("deal {} has no epochs", d.id),
-        n => Ok(u64::from(n) - 1),
-    }
-}
-
-/// A `ChainError` revert name, if `e` carries one (for clear messages).
-pub(crate) fn revert_name(e: &anyhow::Error) -> Option<String> {
-    e.chain()
-        .find_map(|c| c.downcast_ref::<dpor_chain::ChainError>())
-        .and_then(|c| c.revert_name().map(str::to_string))
-}
-
-/// Token base units (wei, 18 decimals) as a decimal number of tokens, for people:
-/// every significant decimal, trailing zeros trimmed (`100.0`, `0.0000107`).
-pub(crate) fn tokens(wei: alloy_primitives::U256) -> String {
-    let unit = alloy_primitives::U256::from(10u64).pow(alloy_primitives::U256::from(18u64));
-    let whole = wei / unit;
-    let frac = format!("{:018}", (wei % unit).to::<u64>());
-    let frac = frac.trim_end_matches('0');
-    format!("{whole}.{}", if frac.is_empty() { "0" } else { frac })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use alloy_primitives::U256;
-
-    #[test]
-    fn tokens_print_every_significant_decimal() {
-        assert_eq!(tokens(U256::from(0u64)), "0.0");
-        assert_eq!(tokens(U256::from(1_500_000_000_000_000_000u128)), "1.5");
-        assert_eq!(tokens(U256::from(100u64) * U256::from(10u64).pow(U256::from(18u64))), "100.0");
-        assert_eq!(tokens(U256::from(10_700_000_000_000u64)), "0.0000107");
-        assert_eq!(tokens(U256::from(1u64)), "0.000000000000000001");
-    }
-
-    #[test]
-    fn unknown_deal_is_none_either_way() {
-        let d = DealInfo {
-            id: 1,
-            owner: Default::default(),
-            provider: Default::default(),
-            state: DealState::None,
-            num_epochs: 0,
-            term_epochs: 0,
-            block_size: 0,
-            lambda: 0,
-            samples_per_epoch: 0,
-            num_blocks: 0,
-            accepted_at: 0,
-            start_epoch: 0,
-            failures: 0,
-            open_disputes: 0,
-            digest_version: 0,
-            write_count: 0,
-            digest_hash: B256::ZERO,
-            first_digest_at: 0,
-            settled_with_digest: 0,
-            price_per_epoch: 0,
-            escrow: 0,
-            collateral: 0,
-            slash_per_fault: 0,
-        };
-        assert!(d.clone().into_deal().is_none());
-        assert!(Some(d.clone()).into_deal().is_none());
-        let active = DealInfo { state: DealState::Active, ..d };
-        assert!(active.clone().into_deal().is_some());
-        assert!(Some(active).into_deal().is_some());
-        assert!(None::<DealInfo>.into_deal().is_none());
     }
 }

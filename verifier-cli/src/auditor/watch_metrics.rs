@@ -2,7 +2,7 @@
 //! (docs/OPERATIONS.md, "Metrics"), served on `http://ADDR/metrics` while it runs.
 //!
 //! Counted from the watcher's actions: every action `watch` takes or sees is reported
-//! once, by [`super::watch::log`], as it is logged (one log line per action), so the
+//! once, by [`super::watch_log::Printer`], as it is logged (one log line per action), so the
 //! metrics and the log cannot disagree. One watcher per process: the metrics are
 //! process-wide, set up by [`start`].
 

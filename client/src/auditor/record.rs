@@ -1,15 +1,18 @@
-//! `dpor record DEAL --epoch E [--digest-version V] --passed|--failed [--transcript H]`:
-//! posts an audit outcome (`recordAudit`, no economic effect; docs/CONTRACTS.md §7).
+//! Posting an audit outcome (`dpor record`: `recordAudit`, no economic effect;
+//! docs/CONTRACTS.md §7).
 
 use super::{deal_info, revert_name};
-use crate::context::Ctx;
-use crate::output::Output;
+use crate::session::Session;
 use alloy_primitives::B256;
 use anyhow::{ensure, Context};
-use serde_json::json;
 
-/// Runs `record`.
-pub async fn run(ctx: &Ctx, deal: u64, epoch: u64, version: Option<u64>, passed: bool, transcript: B256) -> anyhow::Result<Output> {
+/// Records the audit of `deal`'s epoch `epoch` against digest `version` (default: the
+/// latest posted) as `passed` or failed, with its transcript hash. Returns (audit id,
+/// the version recorded).
+///
+/// # Errors
+/// No such deal, no digest, or the chain refuses (with a hint for the usual reverts).
+pub async fn run(ctx: &Session, deal: u64, epoch: u64, version: Option<u64>, passed: bool, transcript: B256) -> anyhow::Result<(u64, u64)> {
     let d = deal_info(ctx, deal).await?;
     let version = version.unwrap_or(d.digest_version);
     ensure!(version > 0, "deal {deal} has no posted digest: there is no version to record an audit of");
@@ -25,9 +28,5 @@ pub async fn run(ctx: &Ctx, deal: u64, epoch: u64, version: Option<u64>, passed:
             return Err(e).context(format!("recording the audit of deal {deal}{hint}"));
         }
     };
-    let verdict = if passed { "passed" } else { "failed" };
-    Ok(Output::new(
-        format!("audit {id} recorded: deal {deal}, epoch {epoch}, digest v{version}, {verdict}, transcript {transcript}"),
-        json!({"audit_id": id, "deal": deal, "epoch": epoch, "version": version, "passed": passed, "transcript_hash": transcript}),
-    ))
+    Ok((id, version))
 }

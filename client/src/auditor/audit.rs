@@ -13,26 +13,23 @@
 //! 6. the transcript hash ([`transcript_hash`]) summarizes what the node returned;
 //! 7. with `--record` the outcome is posted (`recordAudit`); with `--dispute` a
 //!    failure opens a dispute on the first failed sample ([`dispute_target`]);
-//! 8. a failed audit returns [`super::AuditFailed`] after all of that.
+//! 8. the report ([`Audit`]) says what was found and done; the caller (the CLI) prints it
+//!    and fails a failed audit after that.
 
-use super::{deal_info, default_epoch, revert_name, AuditFailed};
-use crate::context::Ctx;
+use super::{deal_info, default_epoch, revert_name};
 use crate::node_client::NodeClient;
-use crate::output::Output;
+use crate::progress::Progress;
+use crate::session::Session;
 use alloy_primitives::{keccak256, B256};
 use anyhow::{bail, ensure, Context};
 use dpor_core::audit::{audit_plan, verify_audit, RunResponse, SampleFailure, SampleFault, SampleResponse};
 use dpor_core::merkle::{chunk_count, CHUNK_BYTES};
 use dpor_core::{BlockFormat, RunId, RunTag};
 use dpor_proto::messages::{batch_len, WireRun};
-use serde_json::json;
 use std::time::Instant;
 
 /// Domain of the audit transcript hash ([`transcript_hash`]).
 pub const TRANSCRIPT_DOMAIN: &[u8] = b"dpor.audit-transcript.v1";
-
-/// Most failures listed in the human report (the JSON lists all of them).
-const HUMAN_FAILURES: usize = 10;
 
 /// The transcript hash of an audit: keccak256 of the canonical encoding
 ///
@@ -108,12 +105,9 @@ pub fn dispute_target(failure: &SampleFailure, returned: Option<&SampleResponse>
     let run_tag = u8::try_from(failure.tag.0).ok()?;
     let chunks = chunk_count(coded_block_bytes).max(1);
     let chunk = match (&failure.fault, returned) {
-        (SampleFault::Path(_), Some(s)) if s.block.len() == coded_block_bytes => s
-            .block
-            .chunks(CHUNK_BYTES)
-            .take(chunks)
-            .position(|c| c.iter().all(|&b| b == 0))
-            .unwrap_or(0),
+        (SampleFault::Path(_), Some(s)) if s.block.len() == coded_block_bytes => {
+            s.block.chunks(CHUNK_BYTES).take(chunks).position(|c| c.iter().all(|&b| b == 0)).unwrap_or(0)
+        }
         _ => 0,
     };
     Some(DisputeTarget { run_tag, position: failure.position, chunk: u32::try_from(chunk).ok()? })
@@ -135,7 +129,7 @@ async fn collect_run(
     id: RunId,
     positions: &[u64],
     batch: usize,
-    bar: &indicatif::ProgressBar,
+    bar: Option<&dyn Progress>,
     coded_bytes: u64,
 ) -> Collected {
     let mut out = Collected { id, samples: Vec::with_capacity(positions.len()), error: None };
@@ -146,8 +140,14 @@ async fn collect_run(
     for chunk in positions.chunks(batch.max(1)) {
         match node.samples(deal, WireRun::from(id), chunk.to_vec()).await {
             Ok(got) => {
-                bar.inc(coded_bytes * got.len() as u64);
-                out.samples.extend(got.into_iter().map(|s| SampleResponse { position: s.position, block: s.block.into_vec(), path: s.path }));
+                if let Some(bar) = bar {
+                    bar.inc(coded_bytes * got.len() as u64);
+                }
+                out.samples.extend(got.into_iter().map(|s| SampleResponse {
+                    position: s.position,
+                    block: s.block.into_vec(),
+                    path: s.path,
+                }));
             }
             Err(e) => {
                 out.error = Some(format!("{e:#}"));
@@ -158,7 +158,8 @@ async fn collect_run(
     out
 }
 
-fn run_label(tag: RunTag) -> String {
+/// A run's name for people (`C`, `H3`, ...).
+pub fn run_label(tag: RunTag) -> String {
     tag.to_string()
 }
 
@@ -166,7 +167,10 @@ fn run_label(tag: RunTag) -> String {
 /// (stored, or a recorded beacon round). In dev mode an untouched seed is stored first
 /// (`touchSeed`, needs a key); otherwise the previous epoch's seed is used. Returns the
 /// epoch actually used.
-pub(crate) async fn audit_seed(ctx: &Ctx, deal: u64, epoch: u64) -> anyhow::Result<(u64, B256)> {
+///
+/// # Errors
+/// The chain cannot be read, or no seed of `epoch` (nor of the one before) exists yet.
+pub async fn audit_seed(ctx: &Session, deal: u64, epoch: u64) -> anyhow::Result<(u64, B256)> {
     if let Some(s) = ctx.market.stable_epoch_seed(deal, epoch).await.context("reading the epoch seed")? {
         return Ok((epoch, s));
     }
@@ -199,22 +203,110 @@ pub enum DisputePolicy {
     ServedWrong,
 }
 
-/// Runs `audit` (`dispute` = [`DisputePolicy::FirstFailure`]).
-pub async fn run(ctx: &Ctx, deal: u64, epoch: Option<u64>, record: bool, dispute: bool) -> anyhow::Result<Output> {
-    let policy = if dispute { DisputePolicy::FirstFailure } else { DisputePolicy::Never };
-    run_with(ctx, deal, epoch, record, policy).await
+/// One run of an audit, as asked and answered.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// The run.
+    pub tag: RunTag,
+    /// Its build time (0 if the digest names none).
+    pub built_at: u64,
+    /// Its size in coded blocks (0 if unknown).
+    pub size: u64,
+    /// Samples asked.
+    pub asked: usize,
+    /// Samples the node returned.
+    pub returned: usize,
+    /// Samples that failed.
+    pub failed: usize,
+    /// Why the node's answer stopped short, if it did.
+    pub error: Option<String>,
 }
 
-/// Runs the public audit of `deal` at `epoch`, recording it (`record`) and opening a
-/// dispute per `policy`. The JSON output has `epoch` (the one whose seed was used),
-/// `passed`, `failures` and, if one was opened, `dispute_id`.
+/// What happened to the dispute an audit's policy called for.
+#[derive(Debug, Clone)]
+pub enum DisputeOutcome {
+    /// Opened.
+    Opened {
+        /// The dispute's id.
+        id: u64,
+        /// What it names.
+        target: DisputeTarget,
+        /// The provider must answer by this timestamp.
+        deadline: u64,
+        /// The bond locked, token base units.
+        bond: u128,
+    },
+    /// The chain refused, or the digest changed since the audit (`{e:#}`).
+    Failed(String),
+    /// The failed sample's run tag does not fit a dispute (nothing sent).
+    Unfit,
+}
+
+/// What happened to the record of an audit's outcome.
+#[derive(Debug, Clone)]
+pub enum RecordOutcome {
+    /// Recorded on chain as this audit id.
+    Recorded(u64),
+    /// The chain refused (the error).
+    Failed(String),
+}
+
+/// An audit's report ([`run_with`]).
+#[derive(Debug)]
+pub struct Audit {
+    /// The deal.
+    pub deal: u64,
+    /// The epoch whose seed was used.
+    pub epoch: u64,
+    /// The digest audited: its version.
+    pub version: u64,
+    /// Its EIP-712 hash.
+    pub digest_hash: B256,
+    /// The epoch's seed.
+    pub seed: B256,
+    /// λ, samples per run.
+    pub lambda: u32,
+    /// Per run, in plan order.
+    pub runs: Vec<RunReport>,
+    /// Samples checked.
+    pub samples_checked: usize,
+    /// Bytes received from the node.
+    pub bytes_received: u64,
+    /// Seconds taken by the audit itself (before any transaction).
+    pub seconds: f64,
+    /// Every sample verified.
+    pub passed: bool,
+    /// The failed samples.
+    pub failures: Vec<SampleFailure>,
+    /// The transcript hash ([`transcript_hash`]).
+    pub transcript: B256,
+    /// The node could not be reached (every sample then failed).
+    pub node_error: Option<String>,
+    /// The dispute, if the policy called for one.
+    pub dispute: Option<DisputeOutcome>,
+    /// The record, if asked for and no dispute was to be opened.
+    pub record: Option<RecordOutcome>,
+    /// An on-chain step that failed (dispute or record): the audit's report is
+    /// complete, but the command fails.
+    pub chain_error: Option<anyhow::Error>,
+}
+
+/// Runs the public audit of `deal` at `epoch` (default: [`default_epoch`]), recording
+/// it (`record`) and opening a dispute per `policy`; the bytes received are reported to
+/// `bar`. A node that cannot be reached fails every sample; an on-chain step that
+/// fails is in [`Audit::chain_error`].
+///
+/// # Errors
+/// No such deal, no digest, a posted digest that does not match the contract's hash or
+/// is malformed, an epoch out of range, or no seed yet.
 pub async fn run_with(
-    ctx: &Ctx,
+    ctx: &Session,
     deal: u64,
     epoch: Option<u64>,
     record: bool,
     policy: DisputePolicy,
-) -> anyhow::Result<Output> {
+    bar: Option<&dyn Progress>,
+) -> anyhow::Result<Audit> {
     let started = Instant::now();
     let d = deal_info(ctx, deal).await?;
     ensure!(d.has_digest(), "deal {deal} has no posted digest yet: there is nothing to audit");
@@ -259,91 +351,67 @@ pub async fn run_with(
     };
     let connect_error = if node.is_none() { Some("the provider's node could not be reached".to_string()) } else { None };
 
-    let bar = ctx.bar("audit");
-    bar.set_length((total_samples * coded_bytes) as u64);
+    if let Some(bar) = bar {
+        bar.set_length((total_samples * coded_bytes) as u64);
+    }
     let mut collected = Vec::with_capacity(plan.len());
     for (tag, positions) in &plan {
         let Some((id, size, _)) = ids.iter().find(|(id, _, _)| id.tag == *tag) else {
             // Cannot happen for a validated digest; count the run as unanswered.
-            collected.push(Collected { id: RunId { tag: *tag, built_at: 0 }, samples: Vec::new(), error: Some("run has no build time".into()) });
+            collected.push(Collected {
+                id: RunId { tag: *tag, built_at: 0 },
+                samples: Vec::new(),
+                error: Some("run has no build time".into()),
+            });
             continue;
         };
         let path_bytes = 32 * u64::from(size.trailing_zeros());
         let batch = batch_len(coded_bytes as u64 + path_bytes + 64) as usize;
-        collected.push(collect_run(node.as_ref(), deal, *id, positions, batch, &bar, coded_bytes as u64).await);
+        collected.push(collect_run(node.as_ref(), deal, *id, positions, batch, bar, coded_bytes as u64).await);
     }
-    bar.finish_and_clear();
 
-    let responses: Vec<RunResponse> =
-        collected.iter().map(|c| RunResponse { tag: c.id.tag, samples: c.samples.clone() }).collect();
+    let responses: Vec<RunResponse> = collected.iter().map(|c| RunResponse { tag: c.id.tag, samples: c.samples.clone() }).collect();
     let outcome = verify_audit(&digest, hash, seed, lambda, &format, &responses);
     let transcript_runs: Vec<(RunId, Vec<SampleResponse>)> = collected.iter().map(|c| (c.id, c.samples.clone())).collect();
     let transcript = transcript_hash(hash, seed, &transcript_runs);
     let bytes_received = node.as_ref().map(|n| n.traffic().1).unwrap_or(0);
     let seconds = started.elapsed().as_secs_f64();
     let passed = outcome.passed();
-
-    // The report.
-    let failures_json: Vec<_> = outcome
-        .failures
-        .iter()
-        .map(|f| json!({"run": run_label(f.tag), "run_tag": f.tag.0, "position": f.position, "fault": f.fault.to_string()}))
-        .collect();
-    let runs_json: Vec<_> = plan
+    let runs: Vec<RunReport> = plan
         .iter()
         .zip(&collected)
-        .map(|((tag, positions), c)| {
-            let failed = outcome.failures.iter().filter(|f| f.tag == *tag).count();
-            json!({
-                "run": run_label(*tag), "run_tag": tag.0, "built_at": c.id.built_at,
-                "size": ids.iter().find(|(id, _, _)| id.tag == *tag).map(|r| r.1).unwrap_or(0),
-                "asked": positions.len(), "returned": c.samples.len(), "failed": failed, "error": c.error,
-            })
+        .map(|((tag, positions), c)| RunReport {
+            tag: *tag,
+            built_at: c.id.built_at,
+            size: ids.iter().find(|(id, _, _)| id.tag == *tag).map(|r| r.1).unwrap_or(0),
+            asked: positions.len(),
+            returned: c.samples.len(),
+            failed: outcome.failures.iter().filter(|f| f.tag == *tag).count(),
+            error: c.error.clone(),
         })
         .collect();
-    let mut json = json!({
-        "deal": deal, "epoch": epoch, "version": digest.version, "digest_hash": hash, "seed": seed,
-        "lambda": lambda, "runs_checked": plan.len(), "samples_checked": outcome.checked,
-        "bytes_received": bytes_received, "seconds": seconds, "passed": passed,
-        "failures_total": outcome.failures.len(), "failures": failures_json, "runs": runs_json,
-        "transcript_hash": transcript, "node_error": connect_error,
-    });
-    let mut human = format!(
-        "audit of deal {deal}, epoch {epoch}, digest v{} ({hash})\n  seed {seed}, λ = {lambda}\n  {} runs, {} samples checked, {} bytes received in {:.2} s\n",
-        digest.version,
-        plan.len(),
-        outcome.checked,
+    let mut report = Audit {
+        deal,
+        epoch,
+        version: digest.version,
+        digest_hash: hash,
+        seed,
+        lambda,
+        runs,
+        samples_checked: outcome.checked,
         bytes_received,
-        seconds
-    );
-    for ((tag, positions), c) in plan.iter().zip(&collected) {
-        let failed = outcome.failures.iter().filter(|f| f.tag == *tag).count();
-        human.push_str(&format!(
-            "  run {:>4} (built at {:>6}): {:>4} asked, {:>4} returned, {:>4} failed{}\n",
-            run_label(*tag),
-            c.id.built_at,
-            positions.len(),
-            c.samples.len(),
-            failed,
-            c.error.as_ref().map(|e| format!(" (node error: {e})")).unwrap_or_default()
-        ));
-    }
-    if passed {
-        human.push_str("  PASSED: every sample verified against the posted digest\n");
-    } else {
-        human.push_str(&format!("  FAILED: {} of {} samples\n", outcome.failures.len(), outcome.checked));
-        for f in outcome.failures.iter().take(HUMAN_FAILURES) {
-            human.push_str(&format!("    run {} position {}: {}\n", run_label(f.tag), f.position, f.fault));
-        }
-        if outcome.failures.len() > HUMAN_FAILURES {
-            human.push_str(&format!("    … and {} more\n", outcome.failures.len() - HUMAN_FAILURES));
-        }
-    }
-    human.push_str(&format!("  transcript {transcript}"));
+        seconds,
+        passed,
+        failures: outcome.failures.clone(),
+        transcript,
+        node_error: connect_error,
+        dispute: None,
+        record: None,
+        chain_error: None,
+    };
 
     // On-chain consequences. Errors here are reported, and fail the command, but only
     // after the report is complete.
-    let mut chain_error: Option<anyhow::Error> = None;
     let target_failure = match policy {
         DisputePolicy::Never => None,
         DisputePolicy::FirstFailure => outcome.failures.first(),
@@ -351,12 +419,13 @@ pub async fn run_with(
     };
     let open = target_failure.is_some();
     if let Some(first) = target_failure {
-        let returned = collected
-            .iter()
-            .find(|c| c.id.tag == first.tag)
-            .and_then(|c| c.samples.iter().find(|s| s.position == first.position));
+        let returned =
+            collected.iter().find(|c| c.id.tag == first.tag).and_then(|c| c.samples.iter().find(|s| s.position == first.position));
         match dispute_target(first, returned, coded_bytes) {
-            None => chain_error = Some(anyhow::anyhow!("run tag {} does not fit a dispute", first.tag.0)),
+            None => {
+                report.dispute = Some(DisputeOutcome::Unfit);
+                report.chain_error = Some(anyhow::anyhow!("run tag {} does not fit a dispute", first.tag.0));
+            }
             Some(t) => {
                 let result = async {
                     let now = deal_info(ctx, deal).await?;
@@ -366,31 +435,17 @@ pub async fn run_with(
                         now.digest_version,
                         digest.version
                     );
-                    let id = ctx
-                        .market
-                        .open_dispute(deal, epoch, digest.version, transcript, t.run_tag, t.position, t.chunk)
-                        .await?;
+                    let id = ctx.market.open_dispute(deal, epoch, digest.version, transcript, t.run_tag, t.position, t.chunk).await?;
                     let info = ctx.market.get_dispute(id).await?;
                     Ok((id, info.deadline, info.bond))
                 }
                 .await;
                 match result {
-                    Ok((id, deadline, bond)) => {
-                        json["dispute"] = json!({"dispute_id": id, "run_tag": t.run_tag, "position": t.position, "chunk": t.chunk, "deadline": deadline, "bond": bond.to_string()});
-                        json["dispute_id"] = json!(id);
-                        human.push_str(&format!(
-                            "\n  dispute {id} opened on run {} position {} chunk {} (bond {} tokens); the provider must answer by timestamp {deadline}, else anyone may `dpor slash {id}`",
-                            RunTag(u32::from(t.run_tag)),
-                            t.position,
-                            t.chunk,
-                            super::tokens(alloy_primitives::U256::from(bond))
-                        ));
-                    }
+                    Ok((id, deadline, bond)) => report.dispute = Some(DisputeOutcome::Opened { id, target: t, deadline, bond }),
                     Err(e) => {
                         let name = revert_name(&e);
-                        json["dispute_error"] = json!(format!("{e:#}"));
-                        human.push_str(&format!("\n  could not open a dispute: {e:#}"));
-                        chain_error = Some(e.context(match name {
+                        report.dispute = Some(DisputeOutcome::Failed(format!("{e:#}")));
+                        report.chain_error = Some(e.context(match name {
                             Some(n) => format!("openDispute rejected: {n}"),
                             None => "opening the dispute".to_string(),
                         }));
@@ -401,27 +456,14 @@ pub async fn run_with(
     }
     if record && !open {
         match ctx.market.record_audit(deal, epoch, digest.version, passed, transcript).await {
-            Ok(id) => {
-                json["record"] = json!({"audit_id": id});
-                human.push_str(&format!("\n  recorded on chain as audit {id} ({})", if passed { "passed" } else { "failed" }));
-            }
+            Ok(id) => report.record = Some(RecordOutcome::Recorded(id)),
             Err(e) => {
-                json["record_error"] = json!(e.to_string());
-                human.push_str(&format!("\n  could not record the audit: {e}"));
-                chain_error = Some(anyhow::Error::new(e).context("recording the audit"));
+                report.record = Some(RecordOutcome::Failed(e.to_string()));
+                report.chain_error = Some(anyhow::Error::new(e).context("recording the audit"));
             }
         }
     }
-
-    let output = Output::new(human, json);
-    if !passed {
-        return Err(anyhow::Error::new(AuditFailed(output)));
-    }
-    match chain_error {
-        // The audit passed but the chain refused the record: print the report, fail.
-        Some(e) => Err(anyhow::Error::new(AuditFailed(output)).context(format!("{e:#}"))),
-        None => Ok(output),
-    }
+    Ok(report)
 }
 
 #[cfg(test)]

@@ -5,8 +5,8 @@
 //! locked) when it is wrong, or when the node did not serve it after `--retries`
 //! passes. Then fault this watcher's challenges left unanswered past their deadline.
 
-use super::watch::{log, WatchArgs, WatchState};
-use crate::context::Ctx;
+use super::watch_state::{WatchArgs, WatchLog, WatchState};
+use crate::session::Session;
 use crate::node_client::NodeClient;
 use anyhow::{Context, Result};
 use dpor_chain::{ChallengeState, CommittedEpoch, DealInfo, MarketParams};
@@ -30,7 +30,7 @@ impl NodeCache {
         self.nodes.clear();
     }
 
-    async fn get(&mut self, ctx: &Ctx, deal: &DealInfo) -> Result<&NodeClient> {
+    async fn get(&mut self, ctx: &Session, deal: &DealInfo) -> Result<&NodeClient> {
         match self.nodes.entry(deal.provider) {
             std::collections::hash_map::Entry::Occupied(e) => Ok(e.into_mut()),
             std::collections::hash_map::Entry::Vacant(v) => Ok(v.insert(ctx.node_for_deal(deal.id).await?)),
@@ -38,7 +38,7 @@ impl NodeCache {
     }
 
     /// The preimage of `hash`, deal `id`'s digest, from the cache or the logs.
-    async fn digest(&mut self, ctx: &Ctx, id: u64, hash: alloy_primitives::B256) -> Result<Option<dpor_core::digest::Digest>> {
+    async fn digest(&mut self, ctx: &Session, id: u64, hash: alloy_primitives::B256) -> Result<Option<dpor_core::digest::Digest>> {
         if let Some(d) = self.digests.get(&(id, hash)) {
             return Ok(Some(d.clone()));
         }
@@ -62,7 +62,7 @@ enum Check {
     Wrong(String),
 }
 
-async fn check_entry(ctx: &Ctx, nodes: &mut NodeCache, deal: &DealInfo, epoch: u64) -> Result<Check> {
+async fn check_entry(ctx: &Session, nodes: &mut NodeCache, deal: &DealInfo, epoch: u64) -> Result<Check> {
     let id = deal.id;
     let g = deal.start_epoch + epoch;
     let Some(root) = ctx.market.get_commitment(deal.provider, g).await? else { return Ok(Check::NotYet) };
@@ -107,14 +107,16 @@ async fn check_entry(ctx: &Ctx, nodes: &mut NodeCache, deal: &DealInfo, epoch: u
 
 /// Checks the deal's committed entries of the current and the previous epoch (each
 /// once), challenging what fails. Returns the on-chain actions taken.
+#[allow(clippy::too_many_arguments)]
 pub async fn commitment_step(
-    ctx: &Ctx,
+    ctx: &Session,
     args: &WatchArgs,
     params: &MarketParams,
     state: &mut WatchState,
     nodes: &mut NodeCache,
     deal: &DealInfo,
     now: u64,
+    out: &dyn WatchLog,
 ) -> Result<u64> {
     let id = deal.id;
     let Some(cur) = params.deal_epoch_at(deal, now).or_else(|| params.epochs_over(deal, now).checked_sub(1)) else {
@@ -139,7 +141,7 @@ pub async fn commitment_step(
             Check::Good => {
                 // Saved at the end of the pass (checking it again after a crash is harmless).
                 state.deals.entry(id).or_default().commit_checked.insert(epoch);
-                log(ctx, "commitment-ok", id, format!("epoch {epoch}: the committed response verifies"), json!({"epoch": epoch}));
+                out.log("commitment-ok", id, format!("epoch {epoch}: the committed response verifies"), json!({"epoch": epoch}));
                 continue;
             }
             Check::Missing(why) => {
@@ -148,7 +150,7 @@ pub async fn commitment_step(
                 *t += 1;
                 let t = *t;
                 if t <= args.retries {
-                    log(ctx, "commitment-unanswered", id,
+                    out.log("commitment-unanswered", id,
                         format!("epoch {epoch}: the node did not serve its committed response (attempt {t} of {}): {why}", args.retries),
                         json!({"epoch": epoch, "attempt": t, "error": why}));
                     continue;
@@ -166,7 +168,7 @@ pub async fn commitment_step(
         p.commit_missing.remove(&epoch);
         p.challenges.insert(q, false);
         state.save(&args.state)?;
-        log(ctx, "challenge", id, format!("epoch {epoch}: committed entry FAILED ({why}); challenge {q} opened"),
+        out.log("challenge", id, format!("epoch {epoch}: committed entry FAILED ({why}); challenge {q} opened"),
             json!({"epoch": epoch, "challenge_id": q, "reason": why}));
     }
     Ok(n)
@@ -174,7 +176,7 @@ pub async fn commitment_step(
 
 /// Faults this watcher's challenges left unanswered past their deadline; logs the
 /// answered ones. Returns the on-chain actions taken.
-pub async fn fault_step(ctx: &Ctx, args: &WatchArgs, state: &mut WatchState, id: u64, now: u64) -> Result<u64> {
+pub async fn fault_step(ctx: &Session, args: &WatchArgs, state: &mut WatchState, id: u64, now: u64, out: &dyn WatchLog) -> Result<u64> {
     let open: Vec<u64> =
         state.deals.get(&id).map(|p| p.challenges.iter().filter(|(_, done)| !**done).map(|(q, _)| *q).collect()).unwrap_or_default();
     let mut n = 0;
@@ -184,10 +186,10 @@ pub async fn fault_step(ctx: &Ctx, args: &WatchArgs, state: &mut WatchState, id:
             ChallengeState::Open if now > c.deadline => {
                 ctx.market.fault_challenge(q).await.with_context(|| format!("faultChallenge {q}"))?;
                 n += 1;
-                log(ctx, "challenge-faulted", id, format!("challenge {q} unanswered past its deadline: slashed"), json!({"challenge_id": q}));
+                out.log("challenge-faulted", id, format!("challenge {q} unanswered past its deadline: slashed"), json!({"challenge_id": q}));
             }
             ChallengeState::Open => continue,
-            ChallengeState::Answered => log(ctx, "challenge-answered", id,
+            ChallengeState::Answered => out.log("challenge-answered", id,
                 format!("challenge {q} was answered on chain (bond to the provider)"), json!({"challenge_id": q})),
             _ => {}
         }
