@@ -377,7 +377,7 @@ pub async fn put(
 /// derives the state's checksum seed from the owner's key (so `recover` can derive it
 /// again). Returns the deal id.
 #[allow(clippy::too_many_arguments)]
-async fn open_shard_deal(
+pub(crate) async fn open_shard_deal(
     ctx: &Session,
     dir: &Path,
     name: &str,

@@ -29,9 +29,9 @@
 
 use super::{dial, fetch_shards, pick_providers, DealTerms, FileDir, ShardFile};
 use crate::node_client::OwnerAuth;
-use crate::owner::deal::{self, wait_active, OpenDeal};
+use crate::owner::deal::wait_active;
 use crate::owner::{checkpoint, flows};
-use crate::owner_state::{OwnerState, DEFAULT_BLOCK_CACHE_LEVELS, DEFAULT_CACHE_LEVELS};
+use crate::owner_state::OwnerState;
 use crate::progress::Notes;
 use crate::session::Session;
 use alloy_primitives::Address;
@@ -372,7 +372,7 @@ async fn place(
             Ok(s) if matches!(ctx.market.get_deal(s.deal).await?.state, DealState::Open | DealState::Active) => s,
             _ => {
                 std::fs::remove_file(&path).ok();
-                open_deal(ctx, record, i, &path, num_blocks, holders, opts).await?
+                open_deal(ctx, record, i, dir, &name, num_blocks, holders, opts).await?
             }
         };
         if !holders.contains(&state.provider) {
@@ -414,12 +414,15 @@ async fn place(
 }
 
 /// Opens a deal for shard `i` with the cheapest registered provider not in `holders`
-/// whose node answers; its owner state is written at `path`.
+/// whose node answers, with `put`'s own code (`super::open_shard_deal`); its owner
+/// state is written at `dir/name`.
+#[allow(clippy::too_many_arguments)]
 async fn open_deal(
     ctx: &Session,
     record: &FileDir,
     i: u16,
-    path: &Path,
+    dir: &Path,
+    name: &str,
     num_blocks: u64,
     holders: &mut Vec<Address>,
     opts: &RepairOptions,
@@ -433,26 +436,10 @@ async fn open_deal(
         if dial(&ctx.market, provider, ctx.timeout).await.is_err() {
             continue; // its node does not answer: not a home for the shard
         }
-        let req = OpenDeal {
-            provider,
-            file: None,
-            blocks: Some(num_blocks),
-            block_bytes: record.block_bytes,
-            lambda: opts.terms.lambda,
-            samples: opts.terms.samples,
-            epochs: opts.terms.epochs,
-            price: Some(price),
-            min_collateral: None,
-            mint: opts.terms.mint,
-            cache_levels: DEFAULT_CACHE_LEVELS,
-            block_cache_levels: DEFAULT_BLOCK_CACHE_LEVELS,
-            force: false,
-        };
-        deal::open(&ctx.with_state(path.to_path_buf()), &req)
+        super::open_shard_deal(ctx, dir, name, provider, price, num_blocks, record.block_bytes, &opts.terms, false)
             .await
             .with_context(|| format!("opening a deal for shard {i} with {provider}"))?;
-        super::recover::derive_seed(ctx.key()?, path)?;
-        return OwnerState::load(path);
+        return OwnerState::load(&dir.join(name));
     }
 }
 
