@@ -80,6 +80,7 @@ pub async fn run(ctx: &Session, args: WatchArgs, out: &dyn WatchLog) -> Result<u
         } else {
             args.deals.clone()
         };
+        super::watch_commit::prefetch(ctx, &params, &state, &mut nodes, &ids).await;
         for id in ids {
             watched += 1;
             match pass_deal(ctx, &args, &params, &mut state, &mut nodes, me, id, out).await {

@@ -18,16 +18,19 @@ use std::collections::HashMap;
 /// at another address), and digests by (deal, digest hash), which never change (a
 /// digest's hash commits to its every field), so the `DigestPosted` logs are searched
 /// once per digest rather than once per check.
+/// It also holds the outcomes [`prefetch`] found for this pass, by (deal, epoch).
 #[derive(Default)]
 pub struct NodeCache {
     nodes: HashMap<alloy_primitives::Address, NodeClient>,
     digests: HashMap<(u64, alloy_primitives::B256), dpor_core::digest::Digest>,
+    prefetched: HashMap<(u64, u64), Check>,
 }
 
 impl NodeCache {
-    /// Starts a pass: the node connections of the last pass are dropped.
+    /// Starts a pass: the node connections and the checks of the last pass are dropped.
     pub fn new_pass(&mut self) {
         self.nodes.clear();
+        self.prefetched.clear();
     }
 
     async fn get(&mut self, ctx: &Session, deal: &DealInfo) -> Result<&NodeClient> {
@@ -51,7 +54,7 @@ impl NodeCache {
 }
 
 /// Outcome of checking one committed entry.
-enum Check {
+pub(crate) enum Check {
     /// Not committed (yet), or nothing to check (no digest in force).
     NotYet,
     /// The response verifies.
@@ -105,6 +108,82 @@ async fn check_entry(ctx: &Session, nodes: &mut NodeCache, deal: &DealInfo, epoc
     })
 }
 
+/// Deals whose chain state [`prefetch`] reads at once.
+const PARALLEL_READS: usize = 16;
+
+/// Providers whose committed entries [`prefetch`] checks at once.
+const PARALLEL_PROVIDERS: usize = 8;
+
+/// The epochs of `deal` whose committed entry is due a check at `now`: the previous
+/// and the current epoch (epoch 0 once), within the deal's term, not checked yet, and
+/// still open to a challenge (before the epoch's deadline + graceSeconds).
+fn due_epochs(params: &MarketParams, state: &WatchState, deal: &DealInfo, now: u64) -> Vec<u64> {
+    let Some(cur) = params.deal_epoch_at(deal, now).or_else(|| params.epochs_over(deal, now).checked_sub(1)) else {
+        return Vec::new();
+    };
+    (cur.saturating_sub(1)..=cur)
+        .filter(|&e| e < u64::from(deal.num_epochs))
+        .filter(|e| !state.deals.get(&deal.id).is_some_and(|p| p.commit_checked.contains(e)))
+        .filter(|&e| now < params.window(deal, e).deadline + params.grace_seconds)
+        .collect()
+}
+
+/// Checks, before a pass acts, every committed entry due among `ids` (read-only: no
+/// state change, no transaction), the providers' nodes concurrently (up to
+/// [`PARALLEL_PROVIDERS`] at once, each provider's entries one after another over one
+/// connection), and keeps the outcomes in `nodes` for [`commitment_step`], which
+/// then acts on them in deal order as before. A check that errs is left out (the step
+/// checks it again and reports the error). A pass over thousands of deals was one
+/// libp2p fetch and ≈ 6 chain reads after another (docs/SIMULATION.md).
+pub async fn prefetch(ctx: &Session, params: &MarketParams, state: &WatchState, nodes: &mut NodeCache, ids: &[u64]) {
+    use futures::stream::{self, StreamExt};
+    let Ok(now) = ctx.market.latest_timestamp().await else { return };
+    let deals: Vec<Option<DealInfo>> =
+        stream::iter(ids.iter().copied()).map(|id| async move { ctx.market.get_deal(id).await.ok() }).buffered(PARALLEL_READS).collect().await;
+    let mut groups: HashMap<alloy_primitives::Address, (NodeCache, Vec<(DealInfo, u64)>)> = HashMap::new();
+    let mut provider_of = HashMap::new();
+    for deal in deals.into_iter().flatten().filter(|d| d.state == dpor_chain::DealState::Active) {
+        for epoch in due_epochs(params, state, &deal, now) {
+            provider_of.insert(deal.id, deal.provider);
+            groups.entry(deal.provider).or_default().1.push((deal.clone(), epoch));
+        }
+    }
+    // Each group takes its deals' cached digests (a deal has one provider) and its
+    // node's connection, and gives them back with what it learnt.
+    for (key, digest) in std::mem::take(&mut nodes.digests) {
+        match provider_of.get(&key.0).and_then(|p| groups.get_mut(p)) {
+            Some(g) => {
+                g.0.digests.insert(key, digest);
+            }
+            None => {
+                nodes.digests.insert(key, digest);
+            }
+        }
+    }
+    for (provider, g) in groups.iter_mut() {
+        if let Some(c) = nodes.nodes.remove(provider) {
+            g.0.nodes.insert(*provider, c);
+        }
+    }
+    let done: Vec<NodeCache> = stream::iter(groups.into_values())
+        .map(|(mut cache, items)| async move {
+            for (deal, epoch) in items {
+                if let Ok(checked) = check_entry(ctx, &mut cache, &deal, epoch).await {
+                    cache.prefetched.insert((deal.id, epoch), checked);
+                }
+            }
+            cache
+        })
+        .buffer_unordered(PARALLEL_PROVIDERS)
+        .collect()
+        .await;
+    for cache in done {
+        nodes.nodes.extend(cache.nodes);
+        nodes.digests.extend(cache.digests);
+        nodes.prefetched.extend(cache.prefetched);
+    }
+}
+
 /// Checks the deal's committed entries of the current and the previous epoch (each
 /// once), challenging what fails. Returns the on-chain actions taken.
 #[allow(clippy::too_many_arguments)]
@@ -135,7 +214,10 @@ pub async fn commitment_step(
             state.deals.entry(id).or_default().commit_checked.insert(epoch);
             continue;
         }
-        let outcome = check_entry(ctx, nodes, deal, epoch).await?;
+        let outcome = match nodes.prefetched.remove(&(id, epoch)) {
+            Some(checked) => checked,
+            None => check_entry(ctx, nodes, deal, epoch).await?,
+        };
         let why = match outcome {
             Check::NotYet => continue,
             Check::Good => {
