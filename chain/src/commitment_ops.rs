@@ -171,7 +171,10 @@ impl Market {
 
     /// Every challenge opened from block `from_block` on (all deals), oldest first.
     pub async fn challenges_opened(&self, from_block: u64) -> Result<Vec<ChallengeOpenedEvent>, ChainError> {
-        let f = Filter::new().from_block(from_block);
+        self.challenges_in(Filter::new().from_block(from_block)).await
+    }
+
+    async fn challenges_in(&self, f: Filter) -> Result<Vec<ChallengeOpenedEvent>, ChainError> {
         self.logs::<DporMarket::ChallengeOpened>("ChallengeOpened logs", f)
             .await?
             .into_iter()
@@ -186,6 +189,13 @@ impl Market {
                 })
             })
             .collect()
+    }
+
+    /// The challenges opened on deal `deal_id` from block `from_block` on, oldest first
+    /// (`ChallengeOpened` logs; the deal id is topic 2).
+    pub async fn challenges_of_deal(&self, deal_id: u64, from_block: u64) -> Result<Vec<ChallengeOpenedEvent>, ChainError> {
+        let f = Filter::new().topic2(B256::from(U256::from(deal_id))).from_block(from_block);
+        self.challenges_in(f).await
     }
 
     /// Every commitment `provider` posted from block `from_block` on, oldest first.

@@ -85,7 +85,9 @@ async fn one_commitment_per_epoch_watched_challenged_answered_and_a_lost_deal_sl
         assert!(r.ok, "watch pass 2: {}\n{}", r.stdout, r.stderr);
         let acts = actions(&r.stdout);
         assert_eq!(of(&acts, "commitment-ok", a).len(), 1, "deal a's epoch {} verifies: {acts:?}", ea + 1);
-        let ch = of(&acts, "challenge", b);
+        // (If g1's safety draw picked deal b, the market challenged the entry first:
+        // the watcher takes that challenge over, `challenge-exists`.)
+        let ch: Vec<_> = of(&acts, "challenge", b).into_iter().chain(of(&acts, "challenge-exists", b)).collect();
         assert_eq!(ch.len(), 1, "deal b's missing entry is challenged: {acts:?}");
         let qb = ch[0]["challenge_id"].as_u64().unwrap();
         assert_eq!(ch[0]["epoch"].as_u64(), Some(eb + 1));
@@ -101,6 +103,39 @@ async fn one_commitment_per_epoch_watched_challenged_answered_and_a_lost_deal_sl
         assert_eq!(market.get_deal(b).await.unwrap().failures, faults_before + 1, "one fault on deal b");
         assert_eq!(market.get_deal(a).await.unwrap().failures, 0, "deal a untouched");
         assert_eq!(market.epoch_status(b, eb + 1).await.unwrap(), EpochStatus::Missed);
+
+        // Someone else reaches the next failing entry first (a second auditor here; the
+        // market's safety draw at a commitment does the same): the watcher's
+        // challengeEntry reverts EpochSettled. It must not fail the pass: it takes the
+        // open challenge over and faults it past its deadline (a safety draw's has no
+        // challenger to do it).
+        let g2 = params.global_epoch_at(market.latest_timestamp().await.unwrap()).unwrap() + 1;
+        w.dev.warp_to(params.global_start(g2)).await.unwrap();
+        let commit = wait_commitment(&w, &market, g2).await;
+        assert_eq!(commit.leaf_count, 1, "deal b still left out: {}", w.node_log());
+        let e2 = g2 - db.start_epoch;
+        let other = w.client(4).await;
+        let q2 = if market.epoch_status(b, e2).await.unwrap() == EpochStatus::Challenged {
+            commit.safety_challenge_id
+        } else {
+            other.mint(w.dev.key(4).address(), harness::e18(10_000)).await.unwrap();
+            other.ensure_allowance(U256::from(bond)).await.unwrap();
+            other.challenge_entry(b, e2).await.unwrap()
+        };
+        let r = watch("0").await;
+        assert!(r.ok, "watch pass 4: {}\n{}", r.stdout, r.stderr);
+        let acts = actions(&r.stdout);
+        let taken = of(&acts, "challenge-exists", b);
+        assert_eq!(taken.len(), 1, "the watcher takes the open challenge over: {acts:?}");
+        assert_eq!(taken[0]["challenge_id"].as_u64(), Some(q2), "{acts:?}");
+        assert!(of(&acts, "challenge", b).iter().all(|c| c["epoch"].as_u64() != Some(e2)), "not challenged twice: {acts:?}");
+        w.dev.warp_to(market.get_challenge(q2).await.unwrap().deadline + 1).await.unwrap();
+        let r = watch("0").await;
+        assert!(r.ok, "watch pass 5: {}\n{}", r.stdout, r.stderr);
+        let faulted = actions(&r.stdout);
+        assert!(of(&faulted, "challenge-faulted", b).iter().any(|c| c["challenge_id"].as_u64() == Some(q2)), "{}", r.stdout);
+        assert_eq!(market.get_challenge(q2).await.unwrap().state, ChallengeState::Faulted);
+        assert!(market.get_deal(b).await.unwrap().failures >= faults_before + 2, "a second fault on deal b");
     })
     .await;
 }

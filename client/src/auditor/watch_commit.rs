@@ -243,7 +243,27 @@ pub async fn commitment_step(
         };
         let bond = ctx.market.dispute_bond().await?;
         ctx.market.ensure_allowance(alloy_primitives::U256::from(bond)).await?;
-        let q = ctx.market.challenge_entry(id, epoch).await.with_context(|| format!("challengeEntry epoch {epoch}"))?;
+        let q = match ctx.market.challenge_entry(id, epoch).await {
+            Ok(q) => q,
+            Err(e) => {
+                let taken = taken_by_another(ctx, id, epoch).await.map_err(|_| e).with_context(|| format!("challengeEntry epoch {epoch}"))?;
+                let p = state.deals.entry(id).or_default();
+                p.commit_checked.insert(epoch);
+                p.commit_missing.remove(&epoch);
+                let (what, q) = match taken {
+                    Some(c) => {
+                        p.challenges.entry(c.challenge_id).or_insert(false);
+                        let by = if c.challenger.is_zero() { "the market's safety draw".to_string() } else { c.challenger.to_string() };
+                        (format!("challenged already by {by} (challenge {}), which this watcher faults if unanswered", c.challenge_id), Some(c.challenge_id))
+                    }
+                    None => ("settled already".to_string(), None),
+                };
+                state.save(&args.state)?;
+                out.log("challenge-exists", id, format!("epoch {epoch}: committed entry FAILED ({why}); {what}"),
+                    json!({"epoch": epoch, "challenge_id": q, "reason": why}));
+                continue;
+            }
+        };
         n += 1;
         let p = state.deals.entry(id).or_default();
         p.commit_checked.insert(epoch);
@@ -254,6 +274,27 @@ pub async fn commitment_step(
             json!({"epoch": epoch, "challenge_id": q, "reason": why}));
     }
     Ok(n)
+}
+
+/// After this watcher's `challengeEntry` of (`id`, `epoch`) reverted: was the epoch
+/// settled or challenged first by someone else (the market's safety draw at the
+/// provider's commitment, docs/COMMITMENTS.md §5; another auditor; this watcher before
+/// a crash)? Returns the epoch's open challenge, if it has one, for this watcher to fault
+/// past its deadline (nobody else may: a safety draw has no challenger), or `None` when
+/// it is settled otherwise (Proven, Missed). Errors when the epoch is still unsettled
+/// (the revert had another cause) or a read fails.
+async fn taken_by_another(ctx: &Session, id: u64, epoch: u64) -> Result<Option<dpor_chain::ChallengeOpenedEvent>> {
+    if ctx.market.epoch_status(id, epoch).await? == dpor_chain::EpochStatus::None {
+        anyhow::bail!("deal {id} epoch {epoch} is unsettled");
+    }
+    // Rare (a failing entry someone else reached first): one log search per case.
+    let opened = ctx.market.challenges_of_deal(id, 0).await?;
+    for c in opened.into_iter().rev().filter(|c| c.epoch == epoch) {
+        if ctx.market.get_challenge(c.challenge_id).await?.state == ChallengeState::Open {
+            return Ok(Some(c));
+        }
+    }
+    Ok(None)
 }
 
 /// Faults this watcher's challenges left unanswered past their deadline; logs the
