@@ -497,3 +497,72 @@ async fn a_write_a_lost_shard_never_got_is_read_around_and_completed_by_its_repa
     })
     .await;
 }
+
+/// A deal a repair left behind (its provider accepted, then the upload failed the
+/// owner's checks: state file `shard-<i>.d<deal>.refused.json`) is ended by `watch
+/// --repair` once the market allows it: not before `uploadSeconds` have passed since
+/// its acceptance, then `exitBeforeUpload` (escrow back, less the epochs it held the
+/// capacity) and the state file renamed `….ended.json`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_repair_ends_a_deal_a_repair_left_behind() {
+    within(600, async {
+        let w = World::start().await;
+        let mut nodes = Vec::new();
+        for account in &EXTRA[..2] {
+            nodes.push(extra_node(&w, *account).await);
+        }
+        let file = pseudo_random(3 * 4096 + 5, 11);
+        std::fs::write(w.path("f.bin"), &file).unwrap();
+        let dir = w.path("file");
+        let dir_s = dir.to_str().unwrap();
+        let manifest = format!("{:?}", w.dev.manifest());
+        let f = w.path("f.bin");
+        let args = ["put", f.to_str().unwrap(), "--providers", "3", "--data", "2", "--dir", dir_s, "--manifest", &manifest];
+        w.dpor(OWNER, &[&args[..], &["--lambda", "16", "--epochs", "10", "--mint"]].concat()).await.expect_ok("put 2-of-3");
+
+        // The deal a repair would leave: accepted by its node, never uploaded.
+        let provider = format!("{:?}", w.dev.key(PROVIDER).address());
+        let st = w.path("left.json");
+        let open = ["--state", st.to_str().unwrap(), "deal", "open", "--provider", &provider, "--blocks", "2", "--lambda", "16", "--epochs", "10", "--mint"];
+        let deal = w.dpor(OWNER, &open).await.expect_ok("deal open")["deal"].as_u64().unwrap();
+        let owner = w.client(OWNER).await;
+        let mut d = owner.get_deal(deal).await.unwrap();
+        for _ in 0..600 {
+            if d.state == dpor_chain::DealState::Active {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            d = owner.get_deal(deal).await.unwrap();
+        }
+        assert_eq!(d.state, dpor_chain::DealState::Active, "the node accepts the deal");
+        let refused = dir.join(format!("shard-0.d{deal}.refused.json"));
+        std::fs::rename(&st, &refused).unwrap();
+
+        let ws = w.path("watch.json");
+        let watch = ["watch", "--repair", dir_s, "--once", "--watch-state", ws.to_str().unwrap()];
+        let ended = |out: &str| {
+            harness::actions(out).into_iter().filter(|a| a["action"] == "refused-deal-ended").map(|a| a["deal"].as_u64().unwrap()).collect::<Vec<_>>()
+        };
+        // Within the upload period the market refuses: nothing is ended yet.
+        let r = w.dpor(OWNER, &watch).await;
+        assert!(r.ok, "watch pass 1: {}\n{}", r.stdout, r.stderr);
+        assert!(ended(&r.stdout).is_empty(), "{}", r.stdout);
+        assert!(refused.exists());
+        assert_eq!(owner.get_deal(deal).await.unwrap().state, dpor_chain::DealState::Active);
+
+        let params = owner.params().await.unwrap();
+        w.dev.warp_to(d.accepted_at + params.upload_seconds + 1).await.unwrap();
+        let r = w.dpor(OWNER, &watch).await;
+        assert!(r.ok, "watch pass 2: {}\n{}", r.stdout, r.stderr);
+        assert_eq!(ended(&r.stdout), vec![deal], "{}", r.stdout);
+        let after = owner.get_deal(deal).await.unwrap();
+        assert_ne!(after.state, dpor_chain::DealState::Active, "exitBeforeUpload closed it");
+        assert_eq!(after.escrow, 0, "the escrow is paid out");
+        assert!(!refused.exists() && dir.join(format!("shard-0.d{deal}.ended.json")).exists());
+        // Once ended, later passes leave it alone.
+        let r = w.dpor(OWNER, &watch).await;
+        assert!(r.ok && ended(&r.stdout).is_empty(), "watch pass 3: {}\n{}", r.stdout, r.stderr);
+        drop(nodes);
+    })
+    .await;
+}

@@ -99,6 +99,18 @@ pub async fn run(ctx: &Session, args: WatchArgs, out: &dyn WatchLog) -> Result<u
                 }
                 Err(e) => out.log("error", 0, format!("repair of {}: {e:#} (retrying next pass)", dir.display()), json!({"error": format!("{e:#}"), "dir": dir})),
             }
+            // Deals a repair left behind (accepted, upload refused): closed once allowed.
+            match crate::disperse::repair::end_refused_deals(ctx, dir).await {
+                Ok(ended) => {
+                    for deal in ended {
+                        actions += 1;
+                        out.log("refused-deal-ended", deal,
+                            format!("deal {deal} (left by a repair of {}: its upload was refused) ended: escrow back, less the epochs it held the capacity", dir.display()),
+                            json!({"dir": dir}));
+                    }
+                }
+                Err(e) => out.log("error", 0, format!("ending refused deals of {}: {e:#} (retrying next pass)", dir.display()), json!({"error": format!("{e:#}"), "dir": dir})),
+            }
         }
         match ctx.market.owed(me).await {
             Ok(o) if !o.is_zero() => match ctx.market.withdraw().await {

@@ -344,7 +344,7 @@ impl ShardHealth {
 /// cancelled (the escrow comes back) and the next candidate tried, up to 3 attempts; so
 /// is one whose upload fails (the node's answer failed the owner's checks, or the
 /// upload broke off): its deal is left (state file `shard-<i>.d<deal>.refused.json`,
-/// for `dpor deal exit --before-upload` once the upload period is over) and the
+/// ended by [`end_refused_deals`] once the upload period is over) and the
 /// provider added to `health.refused`. Every provider tried is added to `holders`.
 #[allow(clippy::too_many_arguments)]
 async fn place(
@@ -441,6 +441,54 @@ async fn open_deal(
             .with_context(|| format!("opening a deal for shard {i} with {provider}"))?;
         return OwnerState::load(&dir.join(name));
     }
+}
+
+/// Ends the deals a repair left behind in `dir` (`shard-<i>.d<deal>.refused.json`: the
+/// provider accepted, then the upload failed the owner's checks or broke off, and the
+/// shard went to another provider; see [`place`]). Left alone, such a deal holds the
+/// provider's capacity and the owner's escrow for its whole term and, while its provider
+/// commits nothing, costs a `markMissed` every epoch (docs/SIMULATION.md, the 100-node
+/// week). Once `uploadSeconds` have passed since its acceptance with no digest posted,
+/// `exitBeforeUpload` closes it (the provider is paid the epochs it held the capacity,
+/// the rest of the escrow comes back); a deal still Open is cancelled; one already ended
+/// needs nothing. Its state file is then renamed `shard-<i>.d<deal>.ended.json`.
+/// Returns the deals closed or cancelled now.
+///
+/// # Errors
+/// `dir` or a state file cannot be read, or a chain call fails (the rest wait for the
+/// next call).
+pub async fn end_refused_deals(ctx: &Session, dir: &Path) -> anyhow::Result<Vec<u64>> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot list {}", dir.display()))?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("shard-") && n.ends_with(".refused.json"))
+        .collect();
+    let mut ended = Vec::new();
+    if names.is_empty() {
+        return Ok(ended);
+    }
+    names.sort();
+    let upload_seconds = ctx.market.params().await?.upload_seconds;
+    let now = ctx.market.latest_timestamp().await?;
+    for name in names {
+        let state = OwnerState::load(&dir.join(&name))?;
+        let deal = ctx.market.get_deal(state.deal).await?;
+        match deal.state {
+            DealState::Active if deal.has_digest() => continue, // never co-signed by this owner: left for a person to look at
+            DealState::Active if now < deal.accepted_at.saturating_add(upload_seconds) => continue,
+            DealState::Active => {
+                ctx.market.exit_before_upload(state.deal).await.with_context(|| format!("exitBeforeUpload of deal {}", state.deal))?;
+                ended.push(state.deal);
+            }
+            DealState::Open => {
+                ctx.market.cancel_deal(state.deal).await.with_context(|| format!("cancelling deal {}", state.deal))?;
+                ended.push(state.deal);
+            }
+            _ => {}
+        }
+        rename_state(dir, &name, &name.replace(".refused.json", ".ended.json"))?;
+    }
+    Ok(ended)
 }
 
 /// Renames a shard's state file and its sidecars (`.sigma`, `.recent`).
