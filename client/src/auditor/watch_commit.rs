@@ -108,6 +108,18 @@ async fn check_entry(ctx: &Session, nodes: &mut NodeCache, deal: &DealInfo, epoc
     })
 }
 
+/// The deal epochs whose committed entries a pass looks at: the previous epoch and the
+/// current one (the last one once the term is over); in a deal's epoch 0, epoch 0 once
+/// (a pair would check it twice a pass, counting two misses against `--retries`). Empty
+/// before the deal's first epoch.
+fn epochs_to_check(params: &MarketParams, deal: &DealInfo, now: u64) -> std::ops::RangeInclusive<u64> {
+    match params.deal_epoch_at(deal, now).or_else(|| params.epochs_over(deal, now).checked_sub(1)) {
+        Some(cur) => cur.saturating_sub(1)..=cur,
+        #[allow(clippy::reversed_empty_ranges)]
+        None => 1..=0,
+    }
+}
+
 /// Deals whose chain state [`prefetch`] reads at once.
 const PARALLEL_READS: usize = 16;
 
@@ -118,10 +130,7 @@ const PARALLEL_PROVIDERS: usize = 8;
 /// and the current epoch (epoch 0 once), within the deal's term, not checked yet, and
 /// still open to a challenge (before the epoch's deadline + graceSeconds).
 fn due_epochs(params: &MarketParams, state: &WatchState, deal: &DealInfo, now: u64) -> Vec<u64> {
-    let Some(cur) = params.deal_epoch_at(deal, now).or_else(|| params.epochs_over(deal, now).checked_sub(1)) else {
-        return Vec::new();
-    };
-    (cur.saturating_sub(1)..=cur)
+    epochs_to_check(params, deal, now)
         .filter(|&e| e < u64::from(deal.num_epochs))
         .filter(|e| !state.deals.get(&deal.id).is_some_and(|p| p.commit_checked.contains(e)))
         .filter(|&e| now < params.window(deal, e).deadline + params.grace_seconds)
@@ -198,13 +207,8 @@ pub async fn commitment_step(
     out: &dyn WatchLog,
 ) -> Result<u64> {
     let id = deal.id;
-    let Some(cur) = params.deal_epoch_at(deal, now).or_else(|| params.epochs_over(deal, now).checked_sub(1)) else {
-        return Ok(0);
-    };
     let mut n = 0;
-    // The previous epoch and the current one; in a deal's epoch 0, epoch 0 once (a
-    // pair would check it twice a pass, counting two misses against `--retries`).
-    for epoch in cur.saturating_sub(1)..=cur {
+    for epoch in epochs_to_check(params, deal, now) {
         if epoch >= u64::from(deal.num_epochs) || state.deals.get(&id).is_some_and(|p| p.commit_checked.contains(&epoch)) {
             continue;
         }
