@@ -234,8 +234,11 @@ warp_to() {
   if [ "$d" -gt 0 ]; then "$cast" rpc --rpc-url "$rpc" evm_increaseTime "$d" >/dev/null || fail "evm_increaseTime"; fi
   "$cast" rpc --rpc-url "$rpc" evm_mine >/dev/null || fail "evm_mine"
 }
-# relay: records the beacon round of every started global epoch (the epoch seeds).
-relay() { "$dpor" beacon relay --once --beacon-key "$work/beacon.key" --key-file "$work/auditor.key" >>"$work/relay.log" 2>&1 || fail "dpor beacon relay (see $work/relay.log)"; }
+# relay: records the beacon round of every started global epoch (the epoch seeds), as
+# the account in $relay_key_file (default: the auditor's; a script whose auditor sends
+# transactions at the same time gives the relay its own account: two processes sending
+# from one account race for its nonce, "nonce too low").
+relay() { "$dpor" beacon relay --once --beacon-key "$work/beacon.key" --key-file "${relay_key_file:-$work/auditor.key}" >>"$work/relay.log" 2>&1 || fail "dpor beacon relay (see $work/relay.log)"; }
 
 call() { "$cast" call --rpc-url "$rpc" "$@"; }
 num() { call "$@" | cut -d' ' -f1; }
