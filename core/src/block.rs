@@ -118,13 +118,21 @@ impl BlockFormat {
         }
         out.reserve(self.width());
         out.push(Fp::from(index));
-        // Every element holds 7 bytes (< 2^56 < p): the fast canonical conversion.
-        for chunk in block.chunks(BYTES_PER_ELEMENT) {
-            let mut b = [0u8; 8];
-            b[..chunk.len()].copy_from_slice(chunk);
-            out.push(field::from_canonical(u64::from_le_bytes(b)));
-        }
+        out.extend(block.chunks(BYTES_PER_ELEMENT).map(packed_element));
         Ok(())
+    }
+
+    /// Element `k` (`0..s`) of the record of data block `index`, `block` (exactly β
+    /// bytes, checked by the caller): what [`Self::push_record`] puts at `k`. One
+    /// element at a time, for records built in place on every core
+    /// ([`crate::state::u_records`]).
+    pub fn record_element(&self, index: u64, block: &[u8], k: usize) -> Fp {
+        if k == 0 {
+            return Fp::from(index);
+        }
+        let start = ((k - 1) * BYTES_PER_ELEMENT).min(block.len());
+        let end = (k * BYTES_PER_ELEMENT).min(block.len());
+        packed_element(&block[start..end])
     }
 
     /// The record of one data block as a new vector (see [`Self::push_record`]).
@@ -181,12 +189,28 @@ impl Default for BlockFormat {
     }
 }
 
-/// Little-endian bytes of a slice of elements (8 bytes each).
+/// The element holding up to 7 packed data bytes (little-endian; < 2^56 < p, so the
+/// fast canonical conversion applies).
+#[inline]
+fn packed_element(chunk: &[u8]) -> Fp {
+    let mut b = [0u8; 8];
+    b[..chunk.len()].copy_from_slice(chunk);
+    field::from_canonical(u64::from_le_bytes(b))
+}
+
+/// Little-endian bytes of a slice of elements (8 bytes each), converted on every core
+/// (rayon) when large.
 pub fn elements_to_bytes(elements: &[Fp]) -> Vec<u8> {
+    use rayon::prelude::*;
+    // On every core for large inputs (a C of 2^17 coded blocks is 600 MB): pieces of
+    // 64 Ki elements, each converted in order.
+    const PIECE: usize = 1 << 16;
     let mut out = vec![0u8; elements.len() * ELEMENT_BYTES];
-    for (o, e) in out.chunks_exact_mut(ELEMENT_BYTES).zip(elements) {
-        o.copy_from_slice(&field::to_bytes(*e));
-    }
+    out.par_chunks_mut(PIECE * ELEMENT_BYTES).zip(elements.par_chunks(PIECE)).for_each(|(out, elements)| {
+        for (o, e) in out.chunks_exact_mut(ELEMENT_BYTES).zip(elements) {
+            o.copy_from_slice(&field::to_bytes(*e));
+        }
+    });
     out
 }
 
@@ -284,6 +308,32 @@ impl FileLayout {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn elements_to_bytes_on_every_core_matches_one_at_a_time() {
+        // Longer than one piece and not a multiple of it; values across the field.
+        let elements: Vec<Fp> = (0..(1u64 << 16) * 2 + 123).map(|i| Fp::from(i.wrapping_mul(0x9e37_79b9_7f4a_7c15))).collect();
+        let expected: Vec<u8> = elements.iter().flat_map(|e| field::to_bytes(*e)).collect();
+        assert_eq!(elements_to_bytes(&elements), expected);
+        assert_eq!(elements_from_bytes(&expected).unwrap(), elements);
+    }
+
+    #[test]
+    fn record_element_is_the_records_element() {
+        // β = 100 leaves a short last chunk (100 = 14·7 + 2).
+        let f = BlockFormat::new(100).unwrap();
+        let block: Vec<u8> = (0..100u8).map(|j| j.wrapping_mul(37).wrapping_add(200)).collect();
+        let record = f.record(9, &block).unwrap();
+        assert_eq!(record.len(), f.width());
+        for (k, e) in record.iter().enumerate() {
+            assert_eq!(f.record_element(9, &block, k), *e, "element {k}");
+        }
+        // Against the definition: the index, then 7 little-endian bytes per element.
+        assert_eq!(record[0], Fp::from(9u64));
+        let mut last = [0u8; 8];
+        last[..2].copy_from_slice(&block[98..]);
+        assert_eq!(record[15], Fp::from(u64::from_le_bytes(last)));
+    }
 
     #[test]
     fn record_round_trip() {

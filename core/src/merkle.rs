@@ -552,7 +552,17 @@ pub fn u_tree<B: AsRef<[u8]> + Sync>(blocks: &[B], sealed: &[[u8; 32]]) -> Resul
     if blocks.len() != sealed.len() {
         return Err(MerkleError::LeafCount(sealed.len()));
     }
-    let roots = block_roots(blocks);
+    u_tree_of_roots(&block_roots(blocks), sealed)
+}
+
+/// The U tree from the blocks' roots ([`block_roots`]) and their σ̃: [`u_tree`] when
+/// the block roots were hashed earlier (an upload hashes them beside its requests).
+///
+/// Errors: lengths differ, or the count is not a power of two.
+pub fn u_tree_of_roots(roots: &[B256], sealed: &[[u8; 32]]) -> Result<MerkleTree, MerkleError> {
+    if roots.len() != sealed.len() {
+        return Err(MerkleError::LeafCount(sealed.len()));
+    }
     MerkleTree::new(leaves_in_lanes(roots.len(), |i| {
         let mut buf = [0u8; 73];
         buf[0] = TAG_U_LEAF;

@@ -301,11 +301,18 @@ impl ServerState {
 
 /// The records of U (index order, flat) for CRebuild.
 pub fn u_records(format: &BlockFormat, blocks: &[Vec<u8>]) -> Result<Vec<Fp>, BlockError> {
-    let mut out = Vec::with_capacity(blocks.len() * format.width());
-    for (i, b) in blocks.iter().enumerate() {
-        format.push_record(i as u64, b, &mut out)?;
+    use rayon::prelude::*;
+    if let Some(b) = blocks.iter().find(|b| b.len() != format.block_bytes()) {
+        return Err(BlockError::DataLength { got: b.len(), expected: format.block_bytes() });
     }
-    Ok(out)
+    // Built in place on every core, element by element: an indexed parallel collect
+    // writes each element once into the final vector (no per-block vectors, and the
+    // fresh pages are touched by both threads).
+    let w = format.width();
+    Ok((0..blocks.len() * w)
+        .into_par_iter()
+        .map(|j| format.record_element((j / w) as u64, &blocks[j / w], j % w))
+        .collect())
 }
 
 fn encode_u(format: &BlockFormat, log_blocks: u32, blocks: &[Vec<u8>]) -> Result<Vec<Fp>, StateError> {
@@ -315,6 +322,20 @@ fn encode_u(format: &BlockFormat, log_blocks: u32, blocks: &[Vec<u8>]) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn u_records_built_in_place_match_each_blocks_record() {
+        let format = BlockFormat::new(100).unwrap();
+        let blocks: Vec<Vec<u8>> = (0..37u8)
+            .map(|i| (0..100u8).map(|j| i.wrapping_mul(31).wrapping_add(j.wrapping_mul(7))).collect())
+            .collect();
+        let expected: Vec<Fp> =
+            blocks.iter().enumerate().flat_map(|(i, b)| format.record(i as u64, b).unwrap()).collect();
+        assert_eq!(u_records(&format, &blocks).unwrap(), expected);
+        let mut bad = blocks.clone();
+        bad[5].pop();
+        assert_eq!(u_records(&format, &bad), Err(BlockError::DataLength { got: 99, expected: 100 }));
+    }
 
     fn state() -> ServerState {
         let format = BlockFormat::new(8).unwrap();

@@ -20,6 +20,7 @@ use dpor_core::{BlockFormat, RunId, RunTag};
 use dpor_proto::messages::{batch_len, OwnerOp, Response, WireRun, WireStep};
 use rand::Rng;
 use serde_bytes::ByteBuf;
+use std::sync::Arc;
 
 /// Splits `file` into N blocks of β bytes (the last data block and the padding
 /// blocks zero-filled). Errors if the file is empty or needs more than N blocks.
@@ -211,47 +212,62 @@ pub async fn upload(
     machine::ready(node, state).await?;
     ensure!(!state.uploaded, "this deal's file is already uploaded (use `write` to change it)");
     let format = state.format()?;
-    let keys = state.keys()?;
-    let blocks = split_file(file, format.block_bytes(), state.num_blocks)?;
-    // Every block's σ and σ̃_U, on every core (each block's are its own).
-    let sums: Vec<([Fp; RHO], [u8; 32])> = {
-        use rayon::prelude::*;
-        blocks
-            .par_iter()
-            .enumerate()
-            .map(|(i, b)| -> anyhow::Result<_> {
-                let s = keys.checksum(&format.record(i as u64, b)?)?;
-                let sealed = keys.seal_u(i as u64, b, &s);
-                Ok((s, sealed))
-            })
-            .collect::<anyhow::Result<_>>()?
+    let keys = Arc::new(state.keys()?);
+    let blocks = Arc::new(split_file(file, format.block_bytes(), state.num_blocks)?);
+    // The heavy part of the owner's rootU, every block's chunk tree, on a blocking
+    // thread beside the requests (issue 23: the upload was strictly sequential).
+    let roots = tokio::task::spawn_blocking({
+        let blocks = Arc::clone(&blocks);
+        move || merkle::block_roots(&blocks)
+    });
+    // Each request's σ and σ̃_U on every core, the next request's while this one travels.
+    let sums_of = |start: usize, end: usize| {
+        let (blocks, keys) = (Arc::clone(&blocks), Arc::clone(&keys));
+        tokio::task::spawn_blocking(move || -> anyhow::Result<Vec<([Fp; RHO], [u8; 32])>> {
+            use rayon::prelude::*;
+            (start..end)
+                .into_par_iter()
+                .map(|i| {
+                    let s = keys.checksum(&format.record(i as u64, &blocks[i])?)?;
+                    Ok((s, keys.seal_u(i as u64, &blocks[i], &s)))
+                })
+                .collect()
+        })
     };
-    let mut sigma = Vec::with_capacity(blocks.len() * RHO);
-    let mut sealed_u = Vec::with_capacity(blocks.len());
-    for (s, sealed) in sums {
-        sigma.extend_from_slice(&s);
-        sealed_u.push(sealed);
-    }
+    let per = batch_len(format.block_bytes() as u64 + 40) as usize;
+    let ranges: Vec<(usize, usize)> = (0..blocks.len()).step_by(per.max(1)).map(|s| (s, (s + per).min(blocks.len()))).collect();
+    let mut next = ranges.first().map(|&(s, e)| sums_of(s, e));
     let nonce = state.next_nonce();
     node.owner_accepted(auth, nonce, OwnerOp::UploadBegin { num_blocks: state.num_blocks, block_bytes: state.block_bytes }).await?;
-    let per = batch_len(format.block_bytes() as u64 + 40) as usize;
     if let Some(b) = bar {
         b.set_length(file.len() as u64);
     }
-    for (i, chunk) in blocks.chunks(per).enumerate() {
-        let start = i * per;
+    let mut sigma = Vec::with_capacity(blocks.len() * RHO);
+    let mut sealed_u: Vec<[u8; 32]> = Vec::with_capacity(blocks.len());
+    for (k, &(start, end)) in ranges.iter().enumerate() {
+        let sums = match next.take() {
+            Some(task) => task.await.context("computing checksums")??,
+            None => bail!("the checksums of blocks {start}..{end} were not started"),
+        };
+        next = ranges.get(k + 1).map(|&(s, e)| sums_of(s, e));
+        let first_sealed = sealed_u.len();
+        for (s, sealed) in sums {
+            sigma.extend_from_slice(&s);
+            sealed_u.push(sealed);
+        }
         let op = OwnerOp::UploadBlocks {
             start: start as u64,
-            blocks: chunk.iter().map(|b| ByteBuf::from(b.clone())).collect(),
-            sealed_u: sealed_u[start..start + chunk.len()].iter().map(|s| B256::from(*s)).collect(),
+            blocks: blocks[start..end].iter().map(|b| ByteBuf::from(b.clone())).collect(),
+            sealed_u: sealed_u[first_sealed..].iter().map(|s| B256::from(*s)).collect(),
         };
         let nonce = state.next_nonce();
         node.owner_accepted(auth, nonce, op).await?;
         if let Some(b) = bar {
-            b.inc((chunk.len() * format.block_bytes()) as u64);
+            b.inc(((end - start) * format.block_bytes()) as u64);
         }
     }
-    let my_root_u = merkle::u_tree(&blocks, &sealed_u).context("U tree")?.root();
+    let roots = roots.await.context("hashing the blocks")?;
+    let my_root_u = merkle::u_tree_of_roots(&roots, &sealed_u).context("U tree")?.root();
     let expected = code::c_rebuild(&sigma, state.log_blocks(), SIGMA_WIDTH)?;
     // The intent first (durably), then the request.
     let nonce = state.next_nonce();

@@ -67,6 +67,14 @@ fn write_durable(path: &Path, data: &[u8], pace: Pace) -> Result<()> {
     let res = (|| {
         let mut f = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
         match pace {
+            Pace::AtOnce if data.len() > STREAM_SYNC_BYTES => {
+                // A large file (an upload's C is 600 MB) goes to the disk piece by
+                // piece from the start, instead of all of it at the final fsync.
+                for piece in data.chunks(STREAM_SYNC_BYTES) {
+                    f.write_all(piece)?;
+                    f.sync_data()?;
+                }
+            }
             Pace::AtOnce => f.write_all(data)?,
             Pace::Background => {
                 for piece in data.chunks(BACKGROUND_SYNC_BYTES) {
@@ -87,7 +95,8 @@ fn write_durable(path: &Path, data: &[u8], pace: Pace) -> Result<()> {
 /// How a run file reaches the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Pace {
-    /// Written whole, then fsynced once: the fastest, for runs a request waits for.
+    /// Written whole, then fsynced once (fsynced every [`STREAM_SYNC_BYTES`] on the
+    /// way when larger): the fastest, for runs a request waits for.
     AtOnce,
     /// Fsynced every [`BACKGROUND_SYNC_BYTES`] as it is written, for runs the
     /// background builder writes: a file system journals fsyncs in order (ext4's
@@ -100,6 +109,13 @@ pub(crate) enum Pace {
 
 /// The step of [`Pace::Background`]: 1 MiB, a few ms of disk time.
 pub(crate) const BACKGROUND_SYNC_BYTES: usize = 1 << 20;
+
+/// Files written [`Pace::AtOnce`] larger than this are fsynced every this many bytes
+/// as they are written (on the writer's own thread, beside the hashing): the disk
+/// starts on the first piece while the rest is copied and hashed, and the final
+/// fsync waits for one piece instead of the whole file. Measured on an upload of
+/// 256 MiB (docs/PERFORMANCE.md).
+const STREAM_SYNC_BYTES: usize = 32 << 20;
 
 /// Writes run `run` (coded blocks `blocks`, flat, a power-of-two count of `format`
 /// width) with its tree, durably (the directory is fsync'd). Returns the run root
@@ -119,30 +135,34 @@ pub(crate) fn write_run_paced(dir: &Path, run: RunId, format: &BlockFormat, bloc
 }
 
 fn write_run_files_paced(dir: &Path, run: RunId, format: &BlockFormat, blocks: &[Fp], pace: Pace) -> Result<B256> {
-    let prepared = prepare(run, format, blocks)?;
+    let bytes = run_bytes(run, format, blocks)?;
     let bp = blocks_path(dir, run);
     let tp = tree_path(dir, run);
-    let res = write_durable(&bp, &prepared.bytes, pace).and_then(|_| write_durable(&tp, &prepared.tree, pace));
-    if let Err(e) = res {
+    let (written, tree) = hash_while_writing(format, &bytes, || write_durable(&bp, &bytes, pace));
+    let res = written
+        .unwrap_or_else(|_| Err(StoreError::io("write", &bp, bytes.len() as u64, std::io::Error::other("the run file writer panicked"))))
+        .and(tree)
+        .and_then(|(tree, root)| write_durable(&tp, &tree, pace).map(|_| root));
+    if res.is_err() {
         remove_run(dir, run);
-        return Err(e);
     }
-    Ok(prepared.root)
+    res
 }
 
-/// A run's two files' contents and its root, before they are written.
-struct Prepared {
-    /// Coded block p at p·8s (its elements little-endian, as `BlockFormat::coded_to_bytes`).
-    bytes: Vec<u8>,
-    /// Every layer of the run tree, leaves first, root last.
-    tree: Vec<u8>,
-    root: B256,
-}
-
-fn prepare(run: RunId, format: &BlockFormat, blocks: &[Fp]) -> Result<Prepared> {
-    let bytes = run_bytes(run, format, blocks)?;
-    let (tree, root) = run_tree_bytes(format, &bytes)?;
-    Ok(Prepared { bytes, tree, root })
+/// Hashes a run's blocks file `bytes` ([`run_tree_bytes`], on rayon's pool) while
+/// `write` puts the same bytes on disk on a thread of its own: the file's bytes do not
+/// wait for its hashes, nor the hashes for the disk (issue 23). Returns the writer's
+/// result (`Err` if it panicked) and the tree file's bytes with the root.
+fn hash_while_writing<R: Send>(
+    format: &BlockFormat,
+    bytes: &[u8],
+    write: impl FnOnce() -> R + Send,
+) -> (std::thread::Result<R>, Result<(Vec<u8>, B256)>) {
+    std::thread::scope(|s| {
+        let w = s.spawn(write);
+        let tree = run_tree_bytes(format, bytes);
+        (w.join(), tree)
+    })
 }
 
 /// The blocks file's bytes of run `run` (coded blocks `blocks`, flat, a power-of-two
@@ -236,11 +256,8 @@ impl<'a> RunWriter<'a> {
         let sync = bytes.len() >= SYNC_AT_STAGE_BYTES;
         // The blocks file is written (and fsynced if large) on one thread while the
         // tree is hashed on the others: the file's bytes do not wait for its hashes.
-        let (written, tree) = std::thread::scope(|s| {
-            let w = s.spawn(|| write_tmp(&bt, &bytes, sync));
-            let tree = run_tree_bytes(self.format, &bytes);
-            (w.join().unwrap_or_else(|_| Err(std::io::Error::other("the run file writer panicked"))), tree)
-        });
+        let (written, tree) = hash_while_writing(self.format, &bytes, || write_tmp(&bt, &bytes, sync));
+        let written = written.unwrap_or_else(|_| Err(std::io::Error::other("the run file writer panicked")));
         let fail = |e: StoreError| {
             let _ = fs::remove_file(&bt);
             let _ = fs::remove_file(&tt);
