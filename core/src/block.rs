@@ -198,13 +198,25 @@ fn packed_element(chunk: &[u8]) -> Fp {
     field::from_canonical(u64::from_le_bytes(b))
 }
 
-/// Little-endian bytes of a slice of elements (8 bytes each), converted on every core
-/// (rayon) when large.
+/// Little-endian bytes of a slice of elements (8 bytes each).
 pub fn elements_to_bytes(elements: &[Fp]) -> Vec<u8> {
+    let mut out = vec![0u8; elements.len() * ELEMENT_BYTES];
+    for (o, e) in out.chunks_exact_mut(ELEMENT_BYTES).zip(elements) {
+        o.copy_from_slice(&field::to_bytes(*e));
+    }
+    out
+}
+
+/// [`elements_to_bytes`] on every core of the current rayon pool, in pieces of 64 Ki
+/// elements: for large runs a request waits for (an upload's C is 600 MB). Work
+/// beside a loop that has the other core (a batch's run writer, the background
+/// builder) keeps the one-thread [`elements_to_bytes`].
+pub fn elements_to_bytes_par(elements: &[Fp]) -> Vec<u8> {
     use rayon::prelude::*;
-    // On every core for large inputs (a C of 2^17 coded blocks is 600 MB): pieces of
-    // 64 Ki elements, each converted in order.
     const PIECE: usize = 1 << 16;
+    if elements.len() <= PIECE {
+        return elements_to_bytes(elements);
+    }
     let mut out = vec![0u8; elements.len() * ELEMENT_BYTES];
     out.par_chunks_mut(PIECE * ELEMENT_BYTES).zip(elements.par_chunks(PIECE)).for_each(|(out, elements)| {
         for (o, e) in out.chunks_exact_mut(ELEMENT_BYTES).zip(elements) {
@@ -315,6 +327,8 @@ mod tests {
         let elements: Vec<Fp> = (0..(1u64 << 16) * 2 + 123).map(|i| Fp::from(i.wrapping_mul(0x9e37_79b9_7f4a_7c15))).collect();
         let expected: Vec<u8> = elements.iter().flat_map(|e| field::to_bytes(*e)).collect();
         assert_eq!(elements_to_bytes(&elements), expected);
+        assert_eq!(elements_to_bytes_par(&elements), expected);
+        assert_eq!(elements_to_bytes_par(&elements[..1000]), expected[..8000]);
         assert_eq!(elements_from_bytes(&expected).unwrap(), elements);
     }
 

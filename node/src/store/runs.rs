@@ -135,14 +135,25 @@ pub(crate) fn write_run_paced(dir: &Path, run: RunId, format: &BlockFormat, bloc
 }
 
 fn write_run_files_paced(dir: &Path, run: RunId, format: &BlockFormat, blocks: &[Fp], pace: Pace) -> Result<B256> {
-    let bytes = run_bytes(run, format, blocks)?;
     let bp = blocks_path(dir, run);
     let tp = tree_path(dir, run);
-    let (written, tree) = hash_while_writing(format, &bytes, || write_durable(&bp, &bytes, pace));
-    let res = written
-        .unwrap_or_else(|_| Err(StoreError::io("write", &bp, bytes.len() as u64, std::io::Error::other("the run file writer panicked"))))
-        .and(tree)
-        .and_then(|(tree, root)| write_durable(&tp, &tree, pace).map(|_| root));
+    let res = match pace {
+        // A run a request waits for (an upload's C, a C-rebuild not deferred): converted
+        // on every core, and its blocks file written on a thread of its own while the
+        // tree is hashed (issue 23).
+        Pace::AtOnce => run_bytes(run, format, blocks, true).and_then(|bytes| {
+            let (written, tree) = hash_while_writing(format, &bytes, || write_durable(&bp, &bytes, pace));
+            written
+                .unwrap_or_else(|_| {
+                    Err(StoreError::io("write", &bp, bytes.len() as u64, std::io::Error::other("the run file writer panicked")))
+                })
+                .and(tree)
+        }),
+        // The background builder's: one thread, as its pool (it runs beside writes).
+        Pace::Background => run_bytes(run, format, blocks, false)
+            .and_then(|bytes| run_tree_bytes(format, &bytes).and_then(|tree| write_durable(&bp, &bytes, pace).map(|_| tree))),
+    }
+    .and_then(|(tree, root)| write_durable(&tp, &tree, pace).map(|_| root));
     if res.is_err() {
         remove_run(dir, run);
     }
@@ -166,14 +177,15 @@ fn hash_while_writing<R: Send>(
 }
 
 /// The blocks file's bytes of run `run` (coded blocks `blocks`, flat, a power-of-two
-/// count of `format`'s width), converted once into one buffer.
-fn run_bytes(run: RunId, format: &BlockFormat, blocks: &[Fp]) -> Result<Vec<u8>> {
+/// count of `format`'s width), converted once into one buffer (on every core of the
+/// current rayon pool if `on_every_core`).
+fn run_bytes(run: RunId, format: &BlockFormat, blocks: &[Fp], on_every_core: bool) -> Result<Vec<u8>> {
     let width = format.width();
     let size = blocks.len() / width.max(1);
     if size == 0 || !size.is_power_of_two() || !blocks.len().is_multiple_of(width) {
         return Err(StoreError::Corrupt(format!("run {run} has {} elements", blocks.len())));
     }
-    Ok(dpor_core::block::elements_to_bytes(blocks))
+    Ok(if on_every_core { dpor_core::block::elements_to_bytes_par(blocks) } else { dpor_core::block::elements_to_bytes(blocks) })
 }
 
 /// The tree file's bytes (every layer, leaves first) and the root of the run whose
@@ -250,7 +262,7 @@ impl<'a> RunWriter<'a> {
     /// one journal commit.
     /// Errors: [`StoreError::Corrupt`] for a bad shape, [`StoreError::Io`].
     pub(crate) fn stage(&mut self, run: RunId, blocks: &[Fp]) -> Result<()> {
-        let bytes = run_bytes(run, self.format, blocks)?;
+        let bytes = run_bytes(run, self.format, blocks, false)?;
         let (bp, tp) = (blocks_path(self.dir, run), tree_path(self.dir, run));
         let (bt, tt) = (tmp_of(&bp), tmp_of(&tp));
         let sync = bytes.len() >= SYNC_AT_STAGE_BYTES;
