@@ -212,18 +212,26 @@ pub fn elements_to_bytes(elements: &[Fp]) -> Vec<u8> {
 /// beside a loop that has the other core (a batch's run writer, the background
 /// builder) keeps the one-thread [`elements_to_bytes`].
 pub fn elements_to_bytes_par(elements: &[Fp]) -> Vec<u8> {
+    let mut out = vec![0u8; elements.len() * ELEMENT_BYTES];
+    elements_to_bytes_par_into(elements, &mut out);
+    out
+}
+
+/// [`elements_to_bytes_par`] into `out`, a buffer the caller placed (aligned for
+/// O_DIRECT, say). Converts `min(elements.len(), out.len() / 8)` elements.
+pub fn elements_to_bytes_par_into(elements: &[Fp], out: &mut [u8]) {
     use rayon::prelude::*;
     const PIECE: usize = 1 << 16;
-    if elements.len() <= PIECE {
-        return elements_to_bytes(elements);
-    }
-    let mut out = vec![0u8; elements.len() * ELEMENT_BYTES];
-    out.par_chunks_mut(PIECE * ELEMENT_BYTES).zip(elements.par_chunks(PIECE)).for_each(|(out, elements)| {
+    let convert = |out: &mut [u8], elements: &[Fp]| {
         for (o, e) in out.chunks_exact_mut(ELEMENT_BYTES).zip(elements) {
             o.copy_from_slice(&field::to_bytes(*e));
         }
-    });
-    out
+    };
+    if elements.len() <= PIECE {
+        // One piece: on this thread (handing it to the pool costs more than it saves).
+        return convert(out, elements);
+    }
+    out.par_chunks_mut(PIECE * ELEMENT_BYTES).zip(elements.par_chunks(PIECE)).for_each(|(out, elements)| convert(out, elements));
 }
 
 /// Elements from little-endian bytes; errors on a length that is not a multiple of 8
@@ -329,6 +337,9 @@ mod tests {
         assert_eq!(elements_to_bytes(&elements), expected);
         assert_eq!(elements_to_bytes_par(&elements), expected);
         assert_eq!(elements_to_bytes_par(&elements[..1000]), expected[..8000]);
+        let mut placed = vec![0u8; expected.len() + 3];
+        elements_to_bytes_par_into(&elements, &mut placed[3..]);
+        assert_eq!(placed[3..], expected[..]);
         assert_eq!(elements_from_bytes(&expected).unwrap(), elements);
     }
 
