@@ -194,20 +194,23 @@ fn write_run_files_paced(dir: &Path, run: RunId, format: &BlockFormat, blocks: &
     let bp = blocks_path(dir, run);
     let tp = tree_path(dir, run);
     let res = match pace {
-        // A run a request waits for (an upload's C, a C-rebuild not deferred): converted
-        // on every core, and its blocks file written on a thread of its own while the
-        // tree is hashed (issue 23).
-        Pace::AtOnce => run_bytes_aligned(run, format, blocks).and_then(|bytes| {
-            let bytes = bytes.as_slice();
-            let (written, tree) = hash_while_writing(format, bytes, || write_durable(&bp, bytes, pace));
-            written
-                .unwrap_or_else(|_| {
-                    Err(StoreError::io("write", &bp, bytes.len() as u64, std::io::Error::other("the run file writer panicked")))
-                })
-                .and(tree)
-        }),
-        // The background builder's: one thread, as its pool (it runs beside writes).
-        Pace::Background => run_bytes(run, format, blocks)
+        // A large run a request waits for (an upload's C, a C-rebuild not deferred):
+        // converted on every core, and its blocks file written (with O_DIRECT) on a
+        // thread of its own while the tree is hashed (issue 23). Smaller runs keep
+        // the one-thread path below (a single write's levels: no thread per write).
+        Pace::AtOnce if blocks.len() * dpor_core::field::ELEMENT_BYTES > STREAM_SYNC_BYTES => run_bytes_aligned(run, format, blocks)
+            .and_then(|bytes| {
+                let bytes = bytes.as_slice();
+                let (written, tree) = hash_while_writing(format, bytes, || write_durable(&bp, bytes, pace));
+                written
+                    .unwrap_or_else(|_| {
+                        Err(StoreError::io("write", &bp, bytes.len() as u64, std::io::Error::other("the run file writer panicked")))
+                    })
+                    .and(tree)
+            }),
+        // The background builder's, and smaller runs: one thread (the builder's pool
+        // has one; it runs beside writes).
+        Pace::AtOnce | Pace::Background => run_bytes(run, format, blocks)
             .and_then(|bytes| run_tree_bytes(format, &bytes).and_then(|tree| write_durable(&bp, &bytes, pace).map(|_| tree))),
     }
     .and_then(|(tree, root)| write_durable(&tp, &tree, pace).map(|_| root));
