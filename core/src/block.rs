@@ -201,37 +201,30 @@ fn packed_element(chunk: &[u8]) -> Fp {
 /// Little-endian bytes of a slice of elements (8 bytes each).
 pub fn elements_to_bytes(elements: &[Fp]) -> Vec<u8> {
     let mut out = vec![0u8; elements.len() * ELEMENT_BYTES];
-    for (o, e) in out.chunks_exact_mut(ELEMENT_BYTES).zip(elements) {
-        o.copy_from_slice(&field::to_bytes(*e));
-    }
+    convert_into(elements, &mut out);
     out
 }
 
-/// [`elements_to_bytes`] on every core of the current rayon pool, in pieces of 64 Ki
-/// elements: for large runs a request waits for (an upload's C is 600 MB). Work
-/// beside a loop that has the other core (a batch's run writer, the background
-/// builder) keeps the one-thread [`elements_to_bytes`].
-pub fn elements_to_bytes_par(elements: &[Fp]) -> Vec<u8> {
-    let mut out = vec![0u8; elements.len() * ELEMENT_BYTES];
-    elements_to_bytes_par_into(elements, &mut out);
-    out
-}
-
-/// [`elements_to_bytes_par`] into `out`, a buffer the caller placed (aligned for
-/// O_DIRECT, say). Converts `min(elements.len(), out.len() / 8)` elements.
+/// [`elements_to_bytes`] into `out`, a buffer the caller placed (aligned for O_DIRECT,
+/// say), on every core of the current rayon pool in pieces of 64 Ki elements: for
+/// large runs a request waits for (an upload's C is 600 MB). Work beside a loop that
+/// has the other core (a batch's run writer, the background builder) keeps the
+/// one-thread [`elements_to_bytes`]. Converts `min(elements.len(), out.len() / 8)`
+/// elements.
 pub fn elements_to_bytes_par_into(elements: &[Fp], out: &mut [u8]) {
     use rayon::prelude::*;
     const PIECE: usize = 1 << 16;
-    let convert = |out: &mut [u8], elements: &[Fp]| {
-        for (o, e) in out.chunks_exact_mut(ELEMENT_BYTES).zip(elements) {
-            o.copy_from_slice(&field::to_bytes(*e));
-        }
-    };
     if elements.len() <= PIECE {
         // One piece: on this thread (handing it to the pool costs more than it saves).
-        return convert(out, elements);
+        return convert_into(elements, out);
     }
-    out.par_chunks_mut(PIECE * ELEMENT_BYTES).zip(elements.par_chunks(PIECE)).for_each(|(out, elements)| convert(out, elements));
+    out.par_chunks_mut(PIECE * ELEMENT_BYTES).zip(elements.par_chunks(PIECE)).for_each(|(out, elements)| convert_into(elements, out));
+}
+
+fn convert_into(elements: &[Fp], out: &mut [u8]) {
+    for (o, e) in out.chunks_exact_mut(ELEMENT_BYTES).zip(elements) {
+        o.copy_from_slice(&field::to_bytes(*e));
+    }
 }
 
 /// Elements from little-endian bytes; errors on a length that is not a multiple of 8
@@ -335,8 +328,9 @@ mod tests {
         let elements: Vec<Fp> = (0..(1u64 << 16) * 2 + 123).map(|i| Fp::from(i.wrapping_mul(0x9e37_79b9_7f4a_7c15))).collect();
         let expected: Vec<u8> = elements.iter().flat_map(|e| field::to_bytes(*e)).collect();
         assert_eq!(elements_to_bytes(&elements), expected);
-        assert_eq!(elements_to_bytes_par(&elements), expected);
-        assert_eq!(elements_to_bytes_par(&elements[..1000]), expected[..8000]);
+        let mut small = vec![0u8; 8000];
+        elements_to_bytes_par_into(&elements[..1000], &mut small);
+        assert_eq!(small, expected[..8000]);
         let mut placed = vec![0u8; expected.len() + 3];
         elements_to_bytes_par_into(&elements, &mut placed[3..]);
         assert_eq!(placed[3..], expected[..]);

@@ -166,11 +166,11 @@ pub(crate) enum Pace {
 /// The step of [`Pace::Background`]: 1 MiB, a few ms of disk time.
 pub(crate) const BACKGROUND_SYNC_BYTES: usize = 1 << 20;
 
-/// Files written [`Pace::AtOnce`] larger than this are fsynced every this many bytes
-/// as they are written (on the writer's own thread, beside the hashing): the disk
-/// starts on the first piece while the rest is copied and hashed, and the final
-/// fsync waits for one piece instead of the whole file. Measured on an upload of
-/// 256 MiB (docs/PERFORMANCE.md).
+/// Runs a request waits for larger than this are converted on every core and written
+/// with O_DIRECT ([`write_direct`], in pieces of this size) beside their hashing.
+/// Where O_DIRECT is refused, such a file goes through the page cache fsynced every
+/// this many bytes, so the disk starts on the first piece and the final fsync waits
+/// for one piece. Measured on an upload of 256 MiB (docs/PERFORMANCE.md).
 const STREAM_SYNC_BYTES: usize = 32 << 20;
 
 /// Writes run `run` (coded blocks `blocks`, flat, a power-of-two count of `format`
