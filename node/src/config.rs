@@ -58,6 +58,11 @@ pub struct NodeConfig {
     /// in the background. 0 builds every run inside its write. Default
     /// [`DEFAULT_DEFER_FROM_BLOCKS`].
     pub defer_from_blocks: u64,
+    /// Bytes of memory (8 per field element) the store keeps of the levels of H it
+    /// wrote last, so that the write consuming them does not read them back (issue 23;
+    /// `store/run_cache.rs`). 0 keeps none. Default
+    /// [`crate::store::DEFAULT_RUN_CACHE_BYTES`] (256 MiB).
+    pub run_cache_bytes: u64,
     /// Prove epochs with one commitment per global epoch over all deals
     /// (docs/COMMITMENTS.md) instead of one `submitEpochProof` per deal. Default false.
     pub epoch_commitments: bool,
@@ -116,6 +121,7 @@ impl Default for NodeConfig {
             request_timeout_secs: 300,
             serve_rate_bytes_per_sec: None,
             defer_from_blocks: DEFAULT_DEFER_FROM_BLOCKS,
+            run_cache_bytes: crate::store::DEFAULT_RUN_CACHE_BYTES,
             epoch_commitments: false,
             metrics_listen: None,
             dashboard_listen: None,

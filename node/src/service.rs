@@ -170,6 +170,7 @@ pub async fn start(config: &NodeConfig) -> anyhow::Result<RunningNode> {
         Store::open(&config.data_dir.join("store"), StoreConfig {
             quota_bytes: config.quota_bytes,
             defer_from_blocks: (config.defer_from_blocks > 0).then_some(config.defer_from_blocks),
+            run_cache_bytes: Some(config.run_cache_bytes),
             ..Default::default()
         })
             .context("cannot open the store")?,

@@ -733,3 +733,56 @@ fn cosigned_digests_not_posted_keep_their_runs_until_a_newer_one_is_posted() {
     assert!(store.unposted(DEAL).unwrap().is_empty());
     store.cosign(DEAL, &over, CosignKind::Digest, vec![1; 65], || Ok(vec![2; 65])).unwrap();
 }
+
+/// Issue 23 #3: a level a write wrote is kept in memory (`run_cache.rs`) and the write
+/// that consumes it takes it from there. Shown by damaging the level's file between
+/// the two writes: with the cache the consuming write still builds the reference's
+/// run (the bytes it needs were never read back); with the cache off (`Some(0)`) the
+/// same write reads the damaged file and either refuses it or builds another run.
+#[test]
+fn a_consumed_level_is_taken_from_memory_not_read_back() {
+    for (cache, expect_reference) in [(None, true), (Some(0), false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = StdRng::seed_from_u64(23);
+        let store = Store::open(dir.path(), StoreConfig { run_cache_bytes: cache, ..Default::default() }).unwrap();
+        let (n, beta) = (16u64, 64usize);
+        let mut nonce = 0;
+        let (mut reference, mut sealed) = upload(&store, &mut rng, n, beta, &mut nonce);
+        // A batch of 3 writes leaves levels 0 and 1 (t = 3), both written by the batch.
+        let writes: Vec<(u64, Vec<u8>, [u8; 32])> = (0..3).map(|i| (i * 5, random_block(&mut rng, beta), rng.gen())).collect();
+        nonce += 1;
+        store.write_batch(DEAL, nonce, writes.clone()).unwrap();
+        for (index, block, s) in writes {
+            reference.write(index, block).unwrap();
+            sealed[index as usize] = s;
+        }
+        check(&store, &reference, &sealed, "after the batch");
+        // Every element of the levels' block files set to 1 (canonical, wrong).
+        let v = store.view(DEAL).unwrap();
+        assert_eq!(v.levels.iter().map(|l| l.0).collect::<Vec<_>>(), vec![0, 1]);
+        let deal_dir = dir.path().join("deals").join(DEAL.to_string());
+        let mut hit = 0;
+        for name in run_files(dir.path()) {
+            let path = deal_dir.join(&name);
+            let len = std::fs::metadata(&path).unwrap().len() as usize;
+            let is_level = v.levels.iter().any(|(_, id, _)| name == format!("run-{}-{}.blocks", id.tag.0, id.built_at));
+            if is_level {
+                std::fs::write(&path, 1u64.to_le_bytes().repeat(len / 8)).unwrap();
+                hit += 1;
+            }
+        }
+        assert_eq!(hit, 2, "both level files found: {:?}", run_files(dir.path()));
+        // The write at t = 3 builds level 2 from levels 0 and 1.
+        let block = random_block(&mut rng, beta);
+        nonce += 1;
+        let built = store.write(DEAL, nonce, 7, block.clone(), [7; 32]);
+        reference.write(7, block).unwrap();
+        sealed[7] = [7; 32];
+        let reference_root = merkle::run_tree(&ref_run_bytes(reference.format(), reference.level(2).unwrap().unwrap())).unwrap().root();
+        let matches = built.as_ref().is_ok_and(|out| out.run_root == reference_root);
+        assert_eq!(matches, expect_reference, "cache {cache:?}: {built:?}");
+        if expect_reference {
+            check(&store, &reference, &sealed, "after the consuming write");
+        }
+    }
+}

@@ -100,7 +100,9 @@ impl Store {
                 let writer = scope.spawn(move || -> Result<runs::RunWriter<'_>> {
                     let mut w = runs::RunWriter::new(dir, format);
                     for (run, blocks) in rx {
-                        w.stage(run, &blocks)?;
+                        let root = w.stage(run, &blocks)?;
+                        // Kept (under its root) for the batch that will consume it.
+                        self.keep_written(deal, run, root, blocks);
                     }
                     Ok(w)
                 });
@@ -130,8 +132,8 @@ impl Store {
                                             consumed.push(v);
                                         } else if let Some(job) = deferred_levels.remove(&want) {
                                             consumed.push(level_now(st, &job)?);
-                                        } else if let Some((id, _)) = disk_levels.remove(&want) {
-                                            consumed.push(runs::read_elements(&st.dir, id, &st.format, 2u64 << want)?);
+                                        } else if let Some((id, root)) = disk_levels.remove(&want) {
+                                            consumed.push(self.consumed_level(st, want, id, root)?);
                                         } else {
                                             return Err(StoreError::Corrupt(format!("deal {deal}: level {want} missing for t = {t}")));
                                         }

@@ -264,6 +264,7 @@ impl Store {
         self.ensure_space(runs::run_disk_bytes(&format, size))?;
         self.apply_commit_fault(run, &mut blocks, width);
         let root = runs::write_run_paced(&dir, run, &format, &blocks, runs::Pace::Background)?;
+        self.keep_written(params.deal, run, root, blocks);
         finished.insert(run, root);
         self.rebuilt(run, started.elapsed());
         Ok(true)

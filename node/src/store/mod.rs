@@ -88,6 +88,7 @@ mod read;
 mod responses;
 mod recovery;
 mod resize;
+mod run_cache;
 mod runs;
 mod sealed;
 mod space;
@@ -98,6 +99,7 @@ mod write;
 
 pub use batch::BatchWrite;
 pub use handles::DEFAULT_OPEN_U_DEALS;
+pub use run_cache::DEFAULT_RUN_CACHE_BYTES;
 pub use deferred::Builder;
 pub use read::ULeafPath;
 pub use error::StoreError;
@@ -138,6 +140,10 @@ pub struct StoreConfig {
     /// longest ago is closed first and reopened when next used (`handles.rs`). `None`:
     /// [`DEFAULT_OPEN_U_DEALS`] (1,024 deals, 3,072 files).
     pub open_u_deals: Option<usize>,
+    /// Bytes of field elements (8 per element) the store keeps in memory of the levels
+    /// it wrote last, for the write that consumes them (`run_cache.rs`); `None`:
+    /// [`DEFAULT_RUN_CACHE_BYTES`] (256 MiB); `Some(0)` keeps none.
+    pub run_cache_bytes: Option<u64>,
 }
 
 /// A snapshot of one deal.
@@ -252,6 +258,8 @@ pub struct Store {
     u_open: Arc<handles::OpenDeals<u::Handles>>,
     /// Told of every deferred run built (metrics; `stats.rs`).
     rebuild_observer: stats::ObserverSlot,
+    /// Levels written last, in memory for the write that consumes them (`run_cache.rs`).
+    run_cache: run_cache::RunCache,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -63,6 +63,7 @@ pub(crate) fn open(dir: &Path, config: StoreConfig) -> Result<Store> {
         builders: Default::default(),
         trash: Default::default(),
         rebuild_observer: Default::default(),
+        run_cache: super::run_cache::RunCache::new(config.run_cache_bytes.unwrap_or(super::DEFAULT_RUN_CACHE_BYTES)),
         u_open: Arc::new(super::handles::OpenDeals::new(config.open_u_deals.unwrap_or(super::handles::DEFAULT_OPEN_U_DEALS))),
         config,
     };

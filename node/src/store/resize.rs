@@ -40,6 +40,8 @@ impl Store {
         let _op = lock(&entry.op);
         self.apply_pending(&entry)?;
         self.settle_locked(&entry)?;
+        // Every level is replaced (their roots would miss anyway): their memory freed now.
+        self.forget_kept_runs(deal);
         let g = rlock(&entry.state);
         let st = g.as_ref().ok_or(StoreError::UnknownDeal(deal))?;
         st.require_live()?;

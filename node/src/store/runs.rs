@@ -333,8 +333,9 @@ impl<'a> RunWriter<'a> {
     /// while the batch goes on (the writer runs beside the batch's loop) instead of
     /// all at its end; smaller ones wait for [`RunWriter::finish`], whose fsyncs share
     /// one journal commit.
+    /// Returns the run's root.
     /// Errors: [`StoreError::Corrupt`] for a bad shape, [`StoreError::Io`].
-    pub(crate) fn stage(&mut self, run: RunId, blocks: &[Fp]) -> Result<()> {
+    pub(crate) fn stage(&mut self, run: RunId, blocks: &[Fp]) -> Result<B256> {
         let bytes = run_bytes(run, self.format, blocks)?;
         let (bp, tp) = (blocks_path(self.dir, run), tree_path(self.dir, run));
         let (bt, tt) = (tmp_of(&bp), tmp_of(&tp));
@@ -353,7 +354,7 @@ impl<'a> RunWriter<'a> {
         let tree_file = write_tmp(&tt, &tree, sync).map_err(|e| fail(StoreError::io("write", &tp, tree.len() as u64, e)))?;
         let files = vec![(bp, blocks_file, bytes.len() as u64), (tp, tree_file, tree.len() as u64)];
         self.staged.push(Staged { run, root, files });
-        Ok(())
+        Ok(root)
     }
 
     /// fsyncs every staged file together, then renames them into place. Returns each

@@ -37,6 +37,7 @@ impl Store {
             Arc::clone(map.entry(deal).or_insert_with(|| Arc::new(Deal::default())))
         };
         let _op = lock(&entry.op);
+        self.forget_kept_runs(deal);
         let old = super::rlock(&entry.state).as_ref().map(|st| st.meta.clone());
         if let Some(old) = &old {
             if old.phase == Phase::Live {

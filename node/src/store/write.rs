@@ -48,10 +48,10 @@ impl Store {
         };
         let run = RunId { tag, built_at };
         self.ensure_space(runs::run_disk_bytes(&st.format, size).saturating_add(block.len() as u64))?;
-        let mut blocks = compute_run(st, step, index, &block)?;
+        let mut blocks = self.compute_run(st, step, index, &block)?;
         self.apply_commit_fault(run, &mut blocks, st.format.width());
         let run_root = runs::write_run(&st.dir, run, &st.format, &blocks)?;
-        drop(blocks);
+        self.keep_written(deal, run, run_root, blocks);
 
         let block_root = merkle::block_root(&block);
         let leaf = merkle::u_leaf(index, &block_root, &sealed_u);
@@ -135,32 +135,38 @@ impl Store {
     }
 }
 
-/// The coded blocks of the run a write builds: HAdd from the consumed levels' files
-/// and the record, or CRebuild of U with U[index] = block.
-fn compute_run(st: &DealState, step: WriteStep, index: u64, block: &[u8]) -> Result<Vec<dpor_core::Fp>> {
-    let meta = &st.meta;
-    let width = st.format.width();
-    match step {
-        WriteStep::Level(l) => {
-            let record = st.format.record(index, block)?;
-            let mut consumed = Vec::with_capacity(l as usize);
-            for want in 0..l {
-                let Some((_, id, _)) = meta.levels.iter().find(|(level, _, _)| *level == want) else {
-                    return Err(StoreError::Corrupt(format!("deal {}: level {want} missing for t = {}", meta.params.deal, meta.write_count)));
-                };
-                consumed.push(runs::read_elements(&st.dir, *id, &st.format, 2u64 << want)?);
+impl Store {
+    /// The coded blocks of the run a write builds: HAdd from the consumed levels (kept
+    /// in memory or read from their files) and the record, or CRebuild of U with
+    /// U[index] = block.
+    fn compute_run(&self, st: &DealState, step: WriteStep, index: u64, block: &[u8]) -> Result<Vec<dpor_core::Fp>> {
+        let meta = &st.meta;
+        let width = st.format.width();
+        match step {
+            WriteStep::Level(l) => {
+                let record = st.format.record(index, block)?;
+                let mut consumed = Vec::with_capacity(l as usize);
+                for want in 0..l {
+                    let Some((_, id, root)) = meta.levels.iter().find(|(level, _, _)| *level == want) else {
+                        return Err(StoreError::Corrupt(format!(
+                            "deal {}: level {want} missing for t = {}",
+                            meta.params.deal, meta.write_count
+                        )));
+                    };
+                    consumed.push(self.consumed_level(st, want, *id, *root)?);
+                }
+                let refs: Vec<&[dpor_core::Fp]> = consumed.iter().map(|v| v.as_slice()).collect();
+                Ok(code::h_add(meta.write_count, meta.log_blocks(), &record, &refs, width)?)
             }
-            let refs: Vec<&[dpor_core::Fp]> = consumed.iter().map(|v| v.as_slice()).collect();
-            Ok(code::h_add(meta.write_count, meta.log_blocks(), &record, &refs, width)?)
-        }
-        WriteStep::CRebuild => {
-            let mut u = read_u_chunked(st, meta.num_blocks())?;
-            if let Some(slot) = u.get_mut(index as usize) {
-                *slot = block.to_vec();
+            WriteStep::CRebuild => {
+                let mut u = read_u_chunked(st, meta.num_blocks())?;
+                if let Some(slot) = u.get_mut(index as usize) {
+                    *slot = block.to_vec();
+                }
+                let records = u_records(&st.format, &u)?;
+                drop(u);
+                Ok(code::c_rebuild(&records, meta.log_blocks(), width)?)
             }
-            let records = u_records(&st.format, &u)?;
-            drop(u);
-            Ok(code::c_rebuild(&records, meta.log_blocks(), width)?)
         }
     }
 }
