@@ -95,11 +95,28 @@ impl Store {
         Ok(WriteOutcome { step, run, run_root, root_u })
     }
 
-    /// Applies and clears the deal's pending U update, if any.
+    /// Applies and clears the deal's pending U update, if any. The caller holds the
+    /// deal's mutation lock (`entry.op`), so the record does not change meanwhile.
+    ///
+    /// U's files are written and fsynced under the state's read lock only: reads
+    /// overlay the pending update (`read.rs`), so they run beside it instead of
+    /// waiting for its fsync (a batch's update is 512 scattered writes and an fsync,
+    /// 10–15 ms here, during which the owner's next `status` and `u_paths` used to
+    /// wait). The write lock is taken only to clear the update from the record.
     pub(crate) fn apply_pending(&self, entry: &super::Deal) -> Result<()> {
+        let nonce = {
+            let g = rlock(&entry.state);
+            match g.as_ref() {
+                Some(st) if !st.meta.pending.is_empty() => {
+                    self.write_pending(st, None)?;
+                    st.meta.last_nonce
+                }
+                _ => return Ok(()),
+            }
+        };
         let mut g = wlock(&entry.state);
         match g.as_mut() {
-            Some(st) if !st.meta.pending.is_empty() => self.finish_pending(st, None),
+            Some(st) if !st.meta.pending.is_empty() && st.meta.last_nonce == nonce => self.clear_pending(st),
             _ => Ok(()),
         }
     }
@@ -111,10 +128,23 @@ impl Store {
         if st.meta.pending.is_empty() {
             return Ok(());
         }
-        let saved = st.pending_roots.take().filter(|(nonce, _)| st.meta.last_nonce == Some(*nonce)).map(|(_, r)| r);
-        let roots = roots.or(saved.as_deref());
+        self.write_pending(st, roots)?;
+        self.clear_pending(st)
+    }
+
+    /// Writes the pending update into U's files (pwrite + fsync), changing nothing in
+    /// memory: `roots` as for [`Store::finish_pending`], else the batch's saved roots
+    /// if they belong to this update, else hashed here.
+    fn write_pending(&self, st: &DealState, roots: Option<&[alloy_primitives::B256]>) -> Result<()> {
+        let saved = st.pending_roots.as_ref().filter(|(nonce, _)| st.meta.last_nonce == Some(*nonce)).map(|(_, r)| r.as_slice());
+        let roots = roots.or(saved);
         let items: Vec<(u64, &[u8], [u8; 32])> = st.meta.pending.iter().map(|p| (p.index, p.block.as_slice(), p.sealed)).collect();
-        st.u()?.write_scattered(&items, roots)?;
+        st.u()?.write_scattered(&items, roots)
+    }
+
+    /// Clears the pending update (written by [`Store::write_pending`]) from the record.
+    fn clear_pending(&self, st: &mut DealState) -> Result<()> {
+        st.pending_roots = None;
         let mut cleared = st.meta.clone();
         cleared.pending = Vec::new();
         self.db.insert(super::meta::deal_key(cleared.params.deal), cleared.encode())?;
