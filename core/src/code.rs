@@ -187,14 +187,21 @@ pub fn h_rebuild_half(older: &[&[Fp]], newest: &[Fp], width: usize) -> Result<Ve
         buf.extend_from_slice(part);
     }
     buf.extend_from_slice(newest);
-    // Mix from the tail: the last 2, 4, …, 2^ℓ blocks.
+    mix_from_tail(&mut buf, width, level)?;
+    Ok(buf)
+}
+
+/// The mixes of [`h_rebuild_half`] in place: `buf` holds `[older… | newest]` (2^`level`
+/// blocks of `width`) and becomes the new half, mixing the last 2, 4, …, 2^ℓ blocks.
+fn mix_from_tail(buf: &mut [Fp], width: usize, level: usize) -> Result<(), CodeError> {
+    let total = buf.len();
     for j in 0..level {
         let span = (2usize << j) * width;
         let nu = root_of_unity(j as u32 + 1).ok_or(CodeError::TooLarge)?;
         let start = total - span;
         mix_unchecked(&mut buf[start..], width, nu);
     }
-    Ok(buf)
+    Ok(())
 }
 
 /// `HAdd(B)` of Fig. 4: the run (`[X | Y]`, 2^(ℓ+1) blocks) of level ℓ =
@@ -224,15 +231,29 @@ pub fn h_add(
         ys.push(y);
     }
     let tw = twist(t, log_blocks)?;
-    let twisted: Vec<Fp> = record.iter().map(|e| *e * tw).collect();
+    // [X_{ℓ−1} … X_0 | B | Y_{ℓ−1} … Y_0 | w^ψ(t)·B] in the run's own buffer, each half
+    // then mixed in place (`h_rebuild_half` on both halves, without a buffer per half
+    // and the copy of Y after X).
+    let half = width.checked_shl(level).ok_or(CodeError::TooLarge)?;
+    let mut run = Vec::with_capacity(half.checked_mul(2).ok_or(CodeError::TooLarge)?);
+    for x in &xs {
+        run.extend_from_slice(x);
+    }
+    run.extend_from_slice(record);
+    for y in &ys {
+        run.extend_from_slice(y);
+    }
+    run.extend(record.iter().map(|e| *e * tw));
+    let (x, y) = run.split_at_mut(half);
+    let level = level as usize;
     // The halves are independent: X and Y on two cores for levels worth it.
-    let (x, y) = if width.checked_shl(level).is_none_or(|e| e >= PAR_MIN_ELEMENTS) {
-        rayon::join(|| h_rebuild_half(&xs, record, width), || h_rebuild_half(&ys, &twisted, width))
+    let (x, y) = if half >= PAR_MIN_ELEMENTS {
+        rayon::join(|| mix_from_tail(x, width, level), || mix_from_tail(y, width, level))
     } else {
-        (h_rebuild_half(&xs, record, width), h_rebuild_half(&ys, &twisted, width))
+        (mix_from_tail(x, width, level), mix_from_tail(y, width, level))
     };
-    let mut run = x?;
-    run.extend(y?);
+    x?;
+    y?;
     Ok(run)
 }
 
