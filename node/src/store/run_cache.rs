@@ -75,6 +75,16 @@ struct Inner {
     next: u64,
 }
 
+impl Inner {
+    /// Removes the entry of `key` (from both maps and the byte count) and returns it.
+    fn remove(&mut self, key: &Key) -> Option<Vec<Fp>> {
+        let (seq, blocks) = self.entries.remove(key)?;
+        self.order.remove(&seq);
+        self.bytes -= std::mem::size_of_val(blocks.as_slice());
+        Some(blocks)
+    }
+}
+
 impl RunCache {
     /// A cache holding at most `budget_bytes` bytes of elements (0 keeps nothing).
     pub(crate) fn new(budget_bytes: u64) -> Self {
@@ -97,15 +107,10 @@ impl RunCache {
         }
         let mut g = lock(&self.inner);
         let inner = &mut *g;
-        if let Some((seq, old)) = inner.entries.remove(&(deal, run, root)) {
-            inner.order.remove(&seq);
-            inner.bytes -= std::mem::size_of_val(old.as_slice());
-        }
+        inner.remove(&(deal, run, root));
         while inner.bytes + size > self.budget {
             let Some((_, key)) = inner.order.pop_first() else { break };
-            if let Some((_, old)) = inner.entries.remove(&key) {
-                inner.bytes -= std::mem::size_of_val(old.as_slice());
-            }
+            inner.remove(&key);
         }
         let seq = inner.next;
         inner.next += 1;
@@ -117,11 +122,7 @@ impl RunCache {
     /// Removes and returns run `run` of deal `deal` if it is held under root `root`
     /// (and has `elements` elements: anything else is dropped and missed).
     pub(crate) fn take(&self, deal: u64, run: RunId, root: B256, elements: usize) -> Option<Vec<Fp>> {
-        let mut g = lock(&self.inner);
-        let inner = &mut *g;
-        let (seq, blocks) = inner.entries.remove(&(deal, run, root))?;
-        inner.order.remove(&seq);
-        inner.bytes -= std::mem::size_of_val(blocks.as_slice());
+        let blocks = lock(&self.inner).remove(&(deal, run, root))?;
         (blocks.len() == elements).then_some(blocks)
     }
 
@@ -136,10 +137,7 @@ impl RunCache {
             .map(|(k, _)| *k)
             .collect();
         for key in keys {
-            if let Some((seq, old)) = inner.entries.remove(&key) {
-                inner.order.remove(&seq);
-                inner.bytes -= std::mem::size_of_val(old.as_slice());
-            }
+            inner.remove(&key);
         }
     }
 
