@@ -14,7 +14,7 @@
 //! ([`crate::decode`]). Tests check this against ark-poly's FFT and against the
 //! generator matrix.
 
-use crate::field::{root_of_unity, Fp};
+use crate::field::{from_montgomery, root_of_unity, to_montgomery, to_u64, Fp};
 use ark_ff::Field;
 use rayon::prelude::*;
 use thiserror::Error;
@@ -114,8 +114,24 @@ pub fn mix(buf: &mut [Fp], width: usize) -> Result<(), CodeError> {
         return Err(CodeError::NotPowerOfTwo(blocks));
     }
     let nu = root_of_unity(blocks.trailing_zeros()).ok_or(CodeError::TooLarge)?;
-    mix_unchecked(buf, width, nu);
+    let mut words = to_words(buf);
+    mix_unchecked(&mut words, width, nu);
+    for (e, w) in buf.iter_mut().zip(words) {
+        *e = from_montgomery(w);
+    }
     Ok(())
+}
+
+/// The Montgomery words of `elements` ([`to_montgomery`]): the code's transforms run
+/// on words, in `dpor_butterfly`'s SIMD lanes.
+fn to_words(elements: &[Fp]) -> Vec<u64> {
+    elements.iter().map(|e| to_montgomery(*e)).collect()
+}
+
+/// The elements of Montgomery words (the buffer's allocation is reused: same size
+/// and alignment).
+fn from_words(words: Vec<u64>) -> Vec<Fp> {
+    words.into_iter().map(from_montgomery).collect()
 }
 
 /// Elements below which a transform stays on the calling thread: smaller jobs cost
@@ -126,13 +142,14 @@ const PAR_MIN_ELEMENTS: usize = 1 << 16;
 /// Block pairs per parallel task in a butterfly stage ([`mix_unchecked`]).
 const PAR_PAIRS: usize = 64;
 
-/// The butterfly loop of [`mix`] with ν given; `buf.len()` is `2m·width`.
+/// The butterfly loop of [`mix`] with ν given, on Montgomery words; `buf.len()` is
+/// `2m·width`.
 ///
 /// Block pairs are independent: a large stage is split into tasks of [`PAR_PAIRS`]
 /// pairs on rayon's pool, each starting from its own twiddle ν^start. Field
 /// arithmetic is exact, so the result does not depend on the split (tests compare
 /// against a one-thread pool).
-fn mix_unchecked(buf: &mut [Fp], width: usize, nu: Fp) {
+fn mix_unchecked(buf: &mut [u64], width: usize, nu: Fp) {
     let half = buf.len() / 2;
     let (a0, a1) = buf.split_at_mut(half);
     if half < PAR_MIN_ELEMENTS || rayon::current_num_threads() < 2 {
@@ -146,23 +163,16 @@ fn mix_unchecked(buf: &mut [Fp], width: usize, nu: Fp) {
     });
 }
 
-/// Butterflies of the block pairs (x[i], y[i]) with twiddles `tw`, `tw·ν`, `tw·ν²`, …
-fn mix_pairs(a0: &mut [Fp], a1: &mut [Fp], width: usize, mut tw: Fp, nu: Fp) {
+/// Butterflies of the block pairs (x[i], y[i]) (Montgomery words) with twiddles `tw`,
+/// `tw·ν`, `tw·ν²`, …: `dpor_butterfly`'s kernels, given each twiddle's canonical value.
+fn mix_pairs(a0: &mut [u64], a1: &mut [u64], width: usize, mut tw: Fp, nu: Fp) {
     let one = Fp::from(1u64);
     for (x, y) in a0.chunks_exact_mut(width).zip(a1.chunks_exact_mut(width)) {
         if tw == one {
             // ν^0 = 1: no multiplication.
-            for (a, b) in x.iter_mut().zip(y.iter_mut()) {
-                let t = *b;
-                *b = *a - t;
-                *a += t;
-            }
+            dpor_butterfly::add_sub(x, y);
         } else {
-            for (a, b) in x.iter_mut().zip(y.iter_mut()) {
-                let t = *b * tw;
-                *b = *a - t;
-                *a += t;
-            }
+            dpor_butterfly::butterflies(x, y, to_u64(tw));
         }
         tw *= nu;
     }
@@ -183,17 +193,16 @@ pub fn h_rebuild_half(older: &[&[Fp]], newest: &[Fp], width: usize) -> Result<Ve
     }
     let total = (1usize << level) * width;
     let mut buf = Vec::with_capacity(total);
-    for part in older {
-        buf.extend_from_slice(part);
+    for part in older.iter().copied().chain([newest]) {
+        buf.extend(part.iter().map(|e| to_montgomery(*e)));
     }
-    buf.extend_from_slice(newest);
     mix_from_tail(&mut buf, width, level)?;
-    Ok(buf)
+    Ok(from_words(buf))
 }
 
 /// The mixes of [`h_rebuild_half`] in place: `buf` holds `[older… | newest]` (2^`level`
 /// blocks of `width`) and becomes the new half, mixing the last 2, 4, …, 2^ℓ blocks.
-fn mix_from_tail(buf: &mut [Fp], width: usize, level: usize) -> Result<(), CodeError> {
+fn mix_from_tail(buf: &mut [u64], width: usize, level: usize) -> Result<(), CodeError> {
     let total = buf.len();
     for j in 0..level {
         let span = (2usize << j) * width;
@@ -235,15 +244,12 @@ pub fn h_add(
     // then mixed in place (`h_rebuild_half` on both halves, without a buffer per half
     // and the copy of Y after X).
     let half = width.checked_shl(level).ok_or(CodeError::TooLarge)?;
-    let mut run = Vec::with_capacity(half.checked_mul(2).ok_or(CodeError::TooLarge)?);
-    for x in &xs {
-        run.extend_from_slice(x);
+    // Montgomery words, for `dpor_butterfly`'s lanes.
+    let mut run: Vec<u64> = Vec::with_capacity(half.checked_mul(2).ok_or(CodeError::TooLarge)?);
+    for part in xs.iter().copied().chain([record]).chain(ys.iter().copied()) {
+        run.extend(part.iter().map(|e| to_montgomery(*e)));
     }
-    run.extend_from_slice(record);
-    for y in &ys {
-        run.extend_from_slice(y);
-    }
-    run.extend(record.iter().map(|e| *e * tw));
+    run.extend(record.iter().map(|e| to_montgomery(*e * tw)));
     let (x, y) = run.split_at_mut(half);
     let level = level as usize;
     // The halves are independent: X and Y on two cores for levels worth it.
@@ -254,7 +260,7 @@ pub fn h_add(
     };
     x?;
     y?;
-    Ok(run)
+    Ok(from_words(run))
 }
 
 /// `CRebuild` (encode): C, the run of 2N blocks `[X | Y]` encoding the N records of
@@ -268,17 +274,18 @@ pub fn c_rebuild(records: &[Fp], log_blocks: u32, width: usize) -> Result<Vec<Fp
     let w = root_of_unity(log_blocks + 1).ok_or(CodeError::TooLarge)?;
     // X half input: the records; Y half input: U[r]·w^{ψ_k(r)}. Blocks are independent:
     // both copies and the twist run on rayon's pool (no serial zero-fill first).
-    let mut run = Vec::with_capacity(2 * records.len());
-    run.par_extend(records.par_iter().copied());
-    run.par_extend(records.par_iter().copied());
+    // Montgomery words, for `dpor_butterfly`'s lanes.
+    let mut run: Vec<u64> = Vec::with_capacity(2 * records.len());
+    run.par_extend(records.par_iter().map(|e| to_montgomery(*e)));
+    run.par_extend(records.par_iter().map(|e| to_montgomery(*e)));
     let (x, y) = run.split_at_mut(records.len());
     y.par_chunks_mut(width).enumerate().for_each(|(r, block)| {
         let tw = w.pow([bit_reverse(r as u64, log_blocks)]);
-        block.iter_mut().for_each(|e| *e *= tw);
+        dpor_butterfly::scale(block, to_u64(tw));
     });
     // The X and Y transforms are independent: one per core (and each splits further).
     rayon::join(|| dit_in_place(x, width), || dit_in_place(y, width));
-    Ok(run)
+    Ok(from_words(run))
 }
 
 /// The whole-array transform HRebuild performs incrementally: mixes of sizes 2, 4, …,
@@ -289,7 +296,7 @@ pub fn c_rebuild(records: &[Fp], log_blocks: u32, width: usize) -> Result<Vec<Fp
 /// halves, so the operations on every element are those of the stage-by-stage
 /// order, and the result is identical. `buf` holds a power-of-two number of blocks,
 /// at most 2^[`crate::field::TWO_ADICITY`] (checked by the callers).
-fn dit_in_place(buf: &mut [Fp], width: usize) {
+fn dit_in_place(buf: &mut [u64], width: usize) {
     let blocks = buf.len() / width;
     if blocks < 2 {
         return;

@@ -91,6 +91,23 @@ pub fn from_canonical(v: u64) -> Fp {
     Fp::new_unchecked(ark_ff::BigInt::new([reduce96(prod as u64, (prod >> 64) as u64)]))
 }
 
+/// The word ark-ff holds for `x`: its Montgomery form x·R mod p (R = 2^64), below p.
+/// With [`from_montgomery`], the way into and out of the SIMD butterflies
+/// (`dpor_butterfly`), which take such words and a canonical twiddle c:
+/// (x·R)·c ≡ (x·c)·R, so their plain products are Montgomery forms again.
+#[inline(always)]
+pub fn to_montgomery(x: Fp) -> u64 {
+    x.0 .0[0]
+}
+
+/// The element whose Montgomery form ([`to_montgomery`]) is `v`, for `v < p` (as
+/// every word of `dpor_butterfly`'s outputs is; a word ≥ p is no element ark-ff
+/// makes).
+#[inline(always)]
+pub fn from_montgomery(v: u64) -> Fp {
+    Fp::new_unchecked(ark_ff::BigInt::new([v]))
+}
+
 /// Big-endian 32-byte form of `x`'s canonical value (used by tests against ABI words).
 pub fn to_be32(x: Fp) -> [u8; 32] {
     let mut out = [0u8; 32];
@@ -126,6 +143,18 @@ mod tests {
         assert_eq!(from_bytes(MODULUS.to_le_bytes()), None);
         assert_eq!(from_bytes(u64::MAX.to_le_bytes()), None);
         assert_eq!(to_be32(Fp::from(0x0102u64))[30..], [1, 2]);
+    }
+
+    /// A plain product of a Montgomery word by a canonical value is the Montgomery
+    /// word of the product (what the code's SIMD butterflies rely on).
+    #[test]
+    fn montgomery_words_multiply_by_canonical_values() {
+        for (a, c) in [(3u64, 5u64), (MODULUS - 1, MODULUS - 1), (1 << 40, EPSILON), (123_456_789, 1)] {
+            let (x, y) = (Fp::from(a), Fp::from(c));
+            assert_eq!(from_montgomery(to_montgomery(x)), x);
+            assert!(to_montgomery(x) < MODULUS);
+            assert_eq!(from_montgomery(dpor_butterfly::mul(to_montgomery(x), to_u64(y))), x * y);
+        }
     }
 
     /// The fast conversion into Montgomery form against ark-ff's own (`Fp::from(u64)`),

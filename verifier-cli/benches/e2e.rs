@@ -7,7 +7,8 @@
 //! every 1024 writes against a plain Merkle-tree store over the same transport (built
 //! here: [`PlainMerkle`]), throughput and bytes on the wire. The chain is replaced by a fixed deal table (the
 //! chain is not on these paths). `DPOR_BENCH_QUICK=1` runs a smaller file;
-//! `DPOR_BENCH_ONLY=batched` stops after the batched writes (for a profiler), and
+//! `DPOR_BENCH_ONLY=batched` stops after the batched writes (for a profiler),
+//! `DPOR_BENCH_ONLY=period` after the whole C-rebuild period that follows them, and
 //! `DPOR_BENCH_BATCH_WRITES`, `DPOR_BENCH_BATCH`, `DPOR_BENCH_BLOCK_CACHE`, `DPOR_BENCH_DEFER` set
 //! their count, batch size, the owner's block cache levels and the node's `defer_from_blocks`.
 //! Prints Markdown to stdout (and to `$DPOR_BENCH_OUT` if set).
@@ -397,7 +398,10 @@ async fn run(quick: bool) -> String {
     // above falls between two C-rebuilds; this one pays its share of one (the deferred
     // C build, its 2N coded blocks hashed and written, the owner's check of C at the
     // next checkpoint), i.e. the cost amortized over everything a write causes.
-    let (period_mb_s, period_us, period_rebuilds) = if std::env::var("DPOR_BENCH_ONLY").is_ok() {
+    let only_period = std::env::var("DPOR_BENCH_ONLY").as_deref() == Ok("period");
+    let mut period_checkpoint_s = 0.0;
+    let period_cpu0 = cpu_seconds();
+    let (period_mb_s, period_us, period_rebuilds) = if std::env::var("DPOR_BENCH_ONLY").is_ok() && !only_period {
         (f64::NAN, f64::NAN, 0)
     } else {
         let rebuilds_before = state.rebuild_count;
@@ -412,7 +416,9 @@ async fn run(quick: bool) -> String {
                 let before = done;
                 done += part.len() as u64;
                 if done / checkpoint_every > before / checkpoint_every || done == n {
+                    let tc = Instant::now();
                     batch::verify_deferred(&node, &auth, &mut state).await.unwrap();
+                    period_checkpoint_s += tc.elapsed().as_secs_f64();
                     let digest = flows::next_digest(&state, version);
                     version += 1;
                     let nonce = state.next_nonce();
@@ -424,6 +430,16 @@ async fn run(quick: bool) -> String {
         let s = t.elapsed().as_secs_f64();
         ((n * beta as u64) as f64 / s / 1e6, s / n as f64 * 1e6, state.rebuild_count - rebuilds_before)
     };
+    if only_period {
+        // For profiling a whole C-rebuild period alone (`DPOR_BENCH_ONLY=period`).
+        let cpu_us = (cpu_seconds() - period_cpu0) / n as f64 * 1e6;
+        server.shutdown().await;
+        drop(builder);
+        return format!(
+            "period: {period_mb_s:.2} MB/s, {period_us:.0} µs per write, {cpu_us:.0} µs of CPU per write (all threads), checkpoints {:.0}% of the time, {period_rebuilds} C-rebuild\n",
+            100.0 * period_checkpoint_s / (period_us * n as f64 / 1e6)
+        );
+    }
 
     // The hashing floor of a batched write: the chunk trees (ENCODING §2) of what one
     // write puts under Merkle roots, amortized, on this run's thread pool (both cores):
