@@ -166,6 +166,12 @@ async fn batches_case(config: StoreConfig) {
         assert_eq!(st.root_u, node.client.status(1).await.unwrap().root_u, "round {round}");
         assert!(st.runs().iter().any(|(e, _)| e.unchecked), "round {round}: the new runs wait for the checkpoint");
         zero_roots += st.runs().iter().filter(|(e, _)| e.root == alloy_primitives::B256::ZERO).count();
+        // Without waiting: the runs the node has finished get their roots, and a build
+        // is reported pending exactly while a run is still unnamed (never without
+        // deferred builds).
+        let (_, pending) = flows::builds_pending(&node.client, &mut st).await.unwrap();
+        assert_eq!(pending, st.runs().iter().any(|(e, _)| e.root == alloy_primitives::B256::ZERO), "round {round}");
+        assert!(defers || !pending, "round {round}");
         if round % 3 == 2 {
             let d = batch::verify_deferred(&node.client, &auth, &mut st).await.unwrap();
             recomputed += d.recomputed.len();

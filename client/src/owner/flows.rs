@@ -408,18 +408,50 @@ pub async fn resolve_roots(node: &NodeClient, state: &mut OwnerState) -> anyhow:
         return Ok(false);
     }
     let status = node.built(state.deal).await?;
+    let (changed, missing) = fill_built_roots(state, &status);
+    if let Some(run) = missing {
+        bail!("the node does not report a built run {} (it acknowledged it as being built)", RunId::from(run));
+    }
+    Ok(changed)
+}
+
+/// Whether the node still builds a run of the owner's state in the background: asks
+/// for the deal's status without waiting (`Request::Status`) and takes the roots of
+/// the runs it has finished since ([`resolve_roots`] without its wait). An owner that
+/// checkpoints every so many writes can postpone a checkpoint while this holds and
+/// write on, instead of waiting for a C-rebuild's build (seconds) with a core idle.
+/// Returns (any root changed (the caller saves the state), a build still pending).
+///
+/// Errors: the node unreachable or refusing.
+pub async fn builds_pending(node: &NodeClient, state: &mut OwnerState) -> anyhow::Result<(bool, bool)> {
+    let unresolved = state.c.iter().chain(state.levels.iter().flatten()).any(|e| e.root == B256::ZERO);
+    if !unresolved {
+        return Ok((false, false));
+    }
+    let status = node.status(state.deal).await?;
+    let (changed, missing) = fill_built_roots(state, &status);
+    Ok((changed, missing.is_some()))
+}
+
+/// Sets each zero root of the owner's runs from `status` (by name). Returns whether
+/// any root changed and a run `status` does not give a root for (still being built,
+/// or not held).
+fn fill_built_roots(state: &mut OwnerState, status: &dpor_proto::messages::DealStatus) -> (bool, Option<WireRun>) {
     let held: Vec<(WireRun, B256)> = std::iter::once(status.c).chain(status.levels.iter().map(|(_, r, root)| (*r, *root))).collect();
+    let (mut changed, mut missing) = (false, None);
     for entry in state.c.iter_mut().chain(state.levels.iter_mut().flatten()) {
         if entry.root != B256::ZERO {
             continue;
         }
-        let root = held.iter().find(|(r, _)| *r == entry.run).map(|(_, root)| *root);
-        match root {
-            Some(root) if root != B256::ZERO => entry.root = root,
-            _ => bail!("the node does not report a built run {} (it acknowledged it as being built)", RunId::from(entry.run)),
+        match held.iter().find(|(r, _)| *r == entry.run).map(|(_, root)| *root) {
+            Some(root) if root != B256::ZERO => {
+                entry.root = root;
+                changed = true;
+            }
+            _ => missing = missing.or(Some(entry.run)),
         }
     }
-    Ok(true)
+    (changed, missing)
 }
 
 /// U's leaves as the node holds them, (block root, σ̃_U) for all N blocks, checked
