@@ -50,18 +50,20 @@ fn mul(k: Consts, a: __m512i, c: __m512i, c_hi: __m512i) -> __m512i {
     let t0 = _mm512_sub_epi64(lo, h1);
     let t0 = _mm512_mask_sub_epi64(t0, borrow, t0, k.eps);
     let t1 = _mm512_sub_epi64(_mm512_slli_epi64::<32>(h0), h0);
-    let s = _mm512_add_epi64(t0, t1);
-    let carry = _mm512_cmplt_epu64_mask(s, t1);
-    let s = _mm512_mask_add_epi64(s, carry, s, k.eps);
-    let over = _mm512_cmpge_epu64_mask(s, k.p);
-    _mm512_mask_sub_epi64(s, over, s, k.p)
+    reduce_sum(k, _mm512_add_epi64(t0, t1), t1)
 }
 
 /// a + b mod p in each lane, for a, b < p.
 #[target_feature(enable = "avx512f")]
 fn add(k: Consts, a: __m512i, b: __m512i) -> __m512i {
-    let s = _mm512_add_epi64(a, b);
-    let carry = _mm512_cmplt_epu64_mask(s, a);
+    reduce_sum(k, _mm512_add_epi64(a, b), a)
+}
+
+/// The wrapped sum `s` = x + `addend` (mod 2^64) reduced into 0..p, as the scalar
+/// `reduce_sum`: a carry (s < addend) put back as ε, then p taken off once if needed.
+#[target_feature(enable = "avx512f")]
+fn reduce_sum(k: Consts, s: __m512i, addend: __m512i) -> __m512i {
+    let carry = _mm512_cmplt_epu64_mask(s, addend);
     let s = _mm512_mask_add_epi64(s, carry, s, k.eps);
     let over = _mm512_cmpge_epu64_mask(s, k.p);
     _mm512_mask_sub_epi64(s, over, s, k.p)

@@ -22,22 +22,21 @@ fn reduce128(lo: u64, hi: u64) -> u64 {
     }
     // h0·ε < 2^64 (h0 < 2^32); a carry wrapped 2^64 ≡ ε out: put ε back (t < h0·ε then).
     let t1 = (h0 << 32) - h0;
-    let (mut t, carry) = t0.overflowing_add(t1);
-    if carry {
-        t += EPSILON;
-    }
-    if t >= MODULUS {
-        t - MODULUS
-    } else {
-        t
-    }
+    reduce_sum(t0.overflowing_add(t1))
 }
 
 /// a + b mod p for a, b < p.
 #[inline(always)]
 pub(crate) fn add(a: u64, b: u64) -> u64 {
-    let (s, carry) = a.overflowing_add(b);
-    // With a carry, a + b − 2^64 + ε = a + b − p < p.
+    reduce_sum(a.overflowing_add(b))
+}
+
+/// A sum given as (wrapped sum, carry) reduced into 0..p: a carry wrapped 2^64 ≡ ε
+/// out, so ε goes back in, then p comes off once if the result is still ≥ p. Exact for
+/// its two callers: a + b with a, b < p, and the reduction's t0 + h0·ε (with a carry
+/// the wrapped sum is below h0·ε < 2^64 − 2^33 there).
+#[inline(always)]
+fn reduce_sum((s, carry): (u64, bool)) -> u64 {
     let s = if carry { s + EPSILON } else { s };
     if s >= MODULUS {
         s - MODULUS
