@@ -420,6 +420,10 @@ pub async fn resolve_roots(node: &NodeClient, state: &mut OwnerState) -> anyhow:
 /// the runs it has finished since ([`resolve_roots`] without its wait). An owner that
 /// checkpoints every so many writes can postpone a checkpoint while this holds and
 /// write on, instead of waiting for a C-rebuild's build (seconds) with a core idle.
+/// The postponement must be bounded by the caller (so many writes, then a checkpoint
+/// that waits, [`crate::owner::batch::verify_deferred`]): a provider that reported a
+/// build pending forever would otherwise keep the digest on chain, and with it what
+/// audits hold the provider to, at an old state.
 /// Returns (any root changed (the caller saves the state), a build still pending).
 ///
 /// Errors: the node unreachable or refusing.
