@@ -20,6 +20,7 @@ use crate::node_client::{unexpected, NodeClient, OwnerAuth, WrittenBatch};
 use crate::owner_state::{sigma_from_u64, sigma_to_u64, OwnerState, Pending, PendingWrite, RunEntry, SIGMA_WIDTH};
 use alloy_primitives::B256;
 use anyhow::{bail, ensure, Context};
+use dpor_core::block::BlockFormat;
 use dpor_core::checksum::{OwnerKeys, Place, RHO};
 use dpor_core::code::{self, level_start, target_level};
 use dpor_core::field::Fp;
@@ -66,6 +67,25 @@ pub async fn write_many(
 
 /// One write of a batch as the owner prepares it: (index, block padded to β, σ, σ̃_U).
 type PreparedWrite = (u64, Vec<u8>, [Fp; RHO], [u8; 32]);
+
+/// The writes of a batch as the owner sends them, each block padded to β
+/// ([`PreparedWrite`]), and their block roots, on every core (each block's are its
+/// own). Errors: a block that does not make a record (a bad format).
+fn prepare_writes(keys: &OwnerKeys, format: &BlockFormat, writes: Vec<(u64, Vec<u8>)>) -> anyhow::Result<(Vec<PreparedWrite>, Vec<B256>)> {
+    use rayon::prelude::*;
+    let beta = format.block_bytes();
+    let blocks: Vec<PreparedWrite> = writes
+        .into_par_iter()
+        .map(|(index, mut block)| -> anyhow::Result<_> {
+            block.resize(beta, 0);
+            let sigma = keys.checksum(&format.record(index, &block)?)?;
+            let sealed = keys.seal_u(index, &block, &sigma);
+            Ok((index, block, sigma, sealed))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let roots = merkle::block_roots(&blocks.iter().map(|(_, block, _, _)| block.as_slice()).collect::<Vec<_>>());
+    Ok((blocks, roots))
+}
 
 /// One batch of writes, in order (the same index may repeat): see the module docs.
 /// At most [`max_batch`] writes.
@@ -115,30 +135,24 @@ pub async fn write_batch_resizing(
         ensure!(*index < n, "block index {index} is out of range (N = {n})");
         ensure!(data.len() <= beta, "a block is at most {beta} bytes, got {} (block {index})", data.len());
     }
-    let blocks: Vec<PreparedWrite> = {
-        use rayon::prelude::*;
-        writes
-            .par_iter()
-            .map(|(index, data)| -> anyhow::Result<_> {
-                let mut block = data.clone();
-                block.resize(beta, 0);
-                let sigma = keys.checksum(&format.record(*index, &block)?)?;
-                let sealed = keys.seal_u(*index, &block, &sigma);
-                Ok((*index, block, sigma, sealed))
-            })
-            .collect::<anyhow::Result<_>>()?
+    // The blocks, their checksums, σ̃_U and block roots (on every core, on a blocking
+    // thread) while the node looks up the old leaves: neither needs the other.
+    let prepared = {
+        let (writes, keys) = (writes.to_vec(), keys.clone());
+        tokio::task::spawn_blocking(move || prepare_writes(&keys, &format, writes))
     };
 
     // (1) The old leaves of every index touched, checked against rootU; the new rootU.
-    let distinct: Vec<u64> = blocks.iter().map(|b| b.0).collect::<BTreeSet<_>>().into_iter().collect();
-    let old = node.u_paths(state.deal, &distinct, k).await?;
+    let distinct: Vec<u64> = writes.iter().map(|(i, _)| *i).collect::<BTreeSet<_>>().into_iter().collect();
+    let old = node.u_paths(state.deal, &distinct, k).await;
+    let (blocks, roots) = prepared.await.context("the batch's preparation stopped")??;
+    let old = old?;
     let mut checked_old = Vec::with_capacity(distinct.len());
     let mut old_sealed: HashMap<u64, [u8; 32]> = HashMap::with_capacity(distinct.len());
     for (&i, (root, sealed, path)) in distinct.iter().zip(old) {
         checked_old.push((i, merkle::u_leaf(i, &root, &sealed.0), path));
         old_sealed.insert(i, sealed.0);
     }
-    let roots = merkle::block_roots(&blocks.iter().map(|(_, block, _, _)| block.as_slice()).collect::<Vec<_>>());
     let new_leaves: Vec<(u64, B256)> =
         blocks.iter().zip(&roots).map(|((index, _, _, sealed), root)| (*index, merkle::u_leaf(*index, root, sealed))).collect();
     let new_root_u = new_root_from_paths(&state.root_u, k, &checked_old, &new_leaves)
