@@ -10,7 +10,8 @@
 
 use super::ROUND_CONSTANTS;
 use std::arch::x86_64::{
-    __m256i, __m512i, _mm512_extracti64x4_epi64, _mm512_rol_epi64, _mm512_set1_epi64, _mm512_set_epi64,
+    __m256i, __m512i, _mm512_extracti64x4_epi64, _mm512_loadu_si512, _mm512_maskz_loadu_epi8, _mm512_maskz_set1_epi8,
+    _mm512_shuffle_i64x2, _mm512_storeu_si512, _mm512_unpackhi_epi64, _mm512_unpacklo_epi64, _mm512_rol_epi64, _mm512_set1_epi64, _mm512_set_epi64,
     _mm512_setzero_si512, _mm512_ternarylogic_epi64, _mm512_xor_si512, _mm256_andnot_si256, _mm256_extract_epi64, _mm256_or_si256, _mm256_rol_epi64, _mm256_set1_epi64x,
     _mm256_set_epi64x, _mm256_setzero_si256, _mm256_slli_epi64, _mm256_srli_epi64, _mm256_ternarylogic_epi64,
     _mm256_xor_si256,
@@ -219,6 +220,116 @@ pub(crate) fn permute_x8_avx512(states: &mut [[u64; 25]; 8], lanes_in: usize, la
             states[4 * h + 3][i] = _mm256_extract_epi64::<3>(*half) as u64;
         }
     }
+}
+
+/// keccak256 of eight inputs of at most [`super::MAX_LANE_INPUT`] (135) bytes each (one
+/// padded block per input), with the block's 17 lanes loaded from the inputs straight
+/// into the registers and the digests taken straight out of them: no padded states in
+/// memory, and no copy of them (issue 23: building and copying the eight 200-byte
+/// states cost about half as much as the permutation itself).
+///
+/// Each input's bytes 0..64 and 64..128 are read by masked byte loads (AVX-512BW: the
+/// bytes past the input are neither read nor faulted on), the eight rows transposed
+/// in registers (lane i of input l in lane l of register i); lane 16 (bytes 128..135)
+/// is assembled byte by byte. The padding (0x01 after the input, 0x80 in byte 135) is
+/// xored in as in [`super::padded_block`].
+///
+/// Only for CPUs with AVX-512F and AVX-512BW, and inputs of at most 135 bytes: the
+/// caller checks both (a longer input is cut to 135 bytes here, never read past).
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(crate) fn keccak256_x8_one_block(inputs: &[&[u8]; 8]) -> [[u8; 32]; 8] {
+    let mut low = [_mm512_setzero_si512(); 8];
+    let mut high = [_mm512_setzero_si512(); 8];
+    let mut lane16 = [0u64; 8];
+    for (l, input) in inputs.iter().enumerate() {
+        let input = &input[..input.len().min(super::MAX_LANE_INPUT)];
+        let len = input.len();
+        let p = input.as_ptr().cast::<i8>();
+        // SAFETY: only the bytes whose mask bit is set are read, and those are the
+        // input's bytes 0..min(len, 64) (from `p`) and 64..min(len, 128) (from
+        // `p + 64`, a wrapping pointer that is not read through when len ≤ 64).
+        unsafe {
+            low[l] = _mm512_maskz_loadu_epi8(byte_mask(len), p);
+            high[l] = _mm512_maskz_loadu_epi8(byte_mask(len.saturating_sub(64)), p.wrapping_add(64));
+        }
+        let mut last = 0u64;
+        for (j, b) in input.iter().skip(128).enumerate() {
+            last |= u64::from(*b) << (8 * j);
+        }
+        // The domain byte 0x01 right after the input.
+        match len {
+            0..64 => low[l] = _mm512_xor_si512(low[l], _mm512_maskz_set1_epi8(1u64 << len, 1)),
+            64..128 => high[l] = _mm512_xor_si512(high[l], _mm512_maskz_set1_epi8(1u64 << (len - 64), 1)),
+            _ => last |= 0x01 << (8 * (len - 128)),
+        }
+        lane16[l] = last;
+    }
+    let mut a = [_mm512_setzero_si512(); 25];
+    a[..8].copy_from_slice(&transpose8(&low));
+    a[8..16].copy_from_slice(&transpose8(&high));
+    // SAFETY: `lane16` is 64 readable bytes.
+    a[16] = _mm512_xor_si512(unsafe { _mm512_loadu_si512(lane16.as_ptr().cast()) }, _mm512_set1_epi64((0x80u64 << 56) as i64));
+    permute_zmm(&mut a);
+    let mut words = [[0u64; 8]; 4];
+    for (w, reg) in words.iter_mut().zip(&a) {
+        // SAFETY: `w` is 64 writable bytes.
+        unsafe { _mm512_storeu_si512(w.as_mut_ptr().cast(), *reg) };
+    }
+    let mut out = [[0u8; 32]; 8];
+    for (l, o) in out.iter_mut().enumerate() {
+        for (i, chunk) in o.chunks_exact_mut(8).enumerate() {
+            chunk.copy_from_slice(&words[i][l].to_le_bytes());
+        }
+    }
+    out
+}
+
+/// The mask of the first `n` bytes of 64 (all of them for n ≥ 64).
+#[inline]
+fn byte_mask(n: usize) -> u64 {
+    if n >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << n) - 1
+    }
+}
+
+/// The 8 × 8 transpose of 64-bit words: word i of row l becomes word l of row i.
+#[target_feature(enable = "avx512f")]
+fn transpose8(r: &[__m512i; 8]) -> [__m512i; 8] {
+    // Pairs of rows interleaved: t[2m] = (r[2m][0], r[2m+1][0], r[2m][2], r[2m+1][2], …),
+    // t[2m+1] the odd words.
+    let t = [
+        _mm512_unpacklo_epi64(r[0], r[1]),
+        _mm512_unpackhi_epi64(r[0], r[1]),
+        _mm512_unpacklo_epi64(r[2], r[3]),
+        _mm512_unpackhi_epi64(r[2], r[3]),
+        _mm512_unpacklo_epi64(r[4], r[5]),
+        _mm512_unpackhi_epi64(r[4], r[5]),
+        _mm512_unpacklo_epi64(r[6], r[7]),
+        _mm512_unpackhi_epi64(r[6], r[7]),
+    ];
+    // 128-bit lanes 0, 2 (0x88) or 1, 3 (0xDD) of the first operand, then of the second.
+    let u = [
+        _mm512_shuffle_i64x2::<0x88>(t[0], t[2]),
+        _mm512_shuffle_i64x2::<0xDD>(t[0], t[2]),
+        _mm512_shuffle_i64x2::<0x88>(t[1], t[3]),
+        _mm512_shuffle_i64x2::<0xDD>(t[1], t[3]),
+        _mm512_shuffle_i64x2::<0x88>(t[4], t[6]),
+        _mm512_shuffle_i64x2::<0xDD>(t[4], t[6]),
+        _mm512_shuffle_i64x2::<0x88>(t[5], t[7]),
+        _mm512_shuffle_i64x2::<0xDD>(t[5], t[7]),
+    ];
+    [
+        _mm512_shuffle_i64x2::<0x88>(u[0], u[4]),
+        _mm512_shuffle_i64x2::<0x88>(u[2], u[6]),
+        _mm512_shuffle_i64x2::<0x88>(u[1], u[5]),
+        _mm512_shuffle_i64x2::<0x88>(u[3], u[7]),
+        _mm512_shuffle_i64x2::<0xDD>(u[0], u[4]),
+        _mm512_shuffle_i64x2::<0xDD>(u[2], u[6]),
+        _mm512_shuffle_i64x2::<0xDD>(u[1], u[5]),
+        _mm512_shuffle_i64x2::<0xDD>(u[3], u[7]),
+    ]
 }
 
 /// Four states in registers: lane i of state l in lane l of register i.
