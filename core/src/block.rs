@@ -118,7 +118,12 @@ impl BlockFormat {
         }
         out.reserve(self.width());
         out.push(Fp::from(index));
-        out.extend(block.chunks(BYTES_PER_ELEMENT).map(packed_element));
+        let full = block.chunks_exact(BYTES_PER_ELEMENT);
+        let tail = full.remainder();
+        out.extend(full.map(packed_full));
+        if !tail.is_empty() {
+            out.push(packed_element(tail));
+        }
         Ok(())
     }
 
@@ -132,7 +137,10 @@ impl BlockFormat {
         }
         let start = ((k - 1) * BYTES_PER_ELEMENT).min(block.len());
         let end = (k * BYTES_PER_ELEMENT).min(block.len());
-        packed_element(&block[start..end])
+        match block.get(start..start + BYTES_PER_ELEMENT) {
+            Some(full) => packed_full(full),
+            None => packed_element(&block[start..end]),
+        }
     }
 
     /// The record of one data block as a new vector (see [`Self::push_record`]).
@@ -187,6 +195,17 @@ impl Default for BlockFormat {
     fn default() -> Self {
         Self { block_bytes: DEFAULT_BLOCK_BYTES }
     }
+}
+
+/// [`packed_element`] of exactly 7 bytes: a copy of a fixed length, which the compiler
+/// inlines (the variable-length copy of [`packed_element`] is a `memcpy` call per
+/// element, ≈ 5 % of a batched write's CPU across the records of the owner and the
+/// node, issue 23). `chunk` must be 7 bytes long.
+#[inline]
+fn packed_full(chunk: &[u8]) -> Fp {
+    let mut b = [0u8; 8];
+    b[..BYTES_PER_ELEMENT].copy_from_slice(&chunk[..BYTES_PER_ELEMENT]);
+    field::from_canonical(u64::from_le_bytes(b))
 }
 
 /// The element holding up to 7 packed data bytes (little-endian; < 2^56 < p, so the

@@ -148,7 +148,7 @@ impl OwnerKeys {
         let mut out = [Fp::zero(); RHO];
         for (r, o) in out.iter_mut().enumerate() {
             let row = &self.matrix[r * self.width..(r + 1) * self.width];
-            *o = row.iter().zip(block).map(|(a, b)| *a * b).sum();
+            *o = crate::field::dot(row, block);
         }
         Ok(out)
     }

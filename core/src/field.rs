@@ -108,6 +108,45 @@ pub fn from_montgomery(v: u64) -> Fp {
     Fp::new_unchecked(ark_ff::BigInt::new([v]))
 }
 
+/// `x mod p` for any 128-bit `x`, fully reduced (in `0..p`): 2^64 ≡ ε and 2^96 ≡ −1.
+#[inline(always)]
+fn reduce128(x: u128) -> u64 {
+    let (lo, hi) = (x as u64, (x >> 64) as u64);
+    let (hi_hi, hi_lo) = (hi >> 32, hi & EPSILON);
+    // lo − hi_hi: a borrow took 2^64 ≡ ε too many (and lo < hi_hi < 2^32 then, so the
+    // wrapped value is above ε).
+    let (t0, borrow) = lo.overflowing_sub(hi_hi);
+    let t0 = if borrow { t0 - EPSILON } else { t0 };
+    // + hi_lo·ε (< 2^64); a carry is 2^64 ≡ ε, which then cannot overflow.
+    let (t, carry) = t0.overflowing_add(hi_lo * EPSILON);
+    let t = if carry { t + EPSILON } else { t };
+    if t >= MODULUS {
+        t - MODULUS
+    } else {
+        t
+    }
+}
+
+/// Σ a[i]·b[i] over the pairs of `a` and `b` (the shorter's length): the products of
+/// the Montgomery words summed as 128-bit integers with a count of the carries out,
+/// and reduced once at the end (ark-ff reduces after every product). The sum of words
+/// is (Σ a·b)·R², so one Montgomery reduction of its residue gives the word of Σ a·b.
+/// What a checksum's rows are (σ = M·B, [`crate::checksum`]).
+pub fn dot(a: &[Fp], b: &[Fp]) -> Fp {
+    let (mut lo, mut carries) = (0u128, 0u64);
+    for (x, y) in a.iter().zip(b) {
+        let (s, c) = lo.overflowing_add(u128::from(to_montgomery(*x)) * u128::from(to_montgomery(*y)));
+        lo = s;
+        carries += u64::from(c);
+    }
+    // carries·2^128 + lo, with 2^128 ≡ −2^32 (mod p).
+    let (low, high) = (reduce128(lo), reduce128(u128::from(carries) << 32));
+    let residue = if low >= high { low - high } else { low + (MODULUS - high) };
+    // The element with word `residue` times the one with word 1: ark-ff's product
+    // reduces residue·1 once, to (Σ a·b)·R, the word of Σ a·b.
+    from_montgomery(residue) * from_montgomery(1)
+}
+
 /// Big-endian 32-byte form of `x`'s canonical value (used by tests against ABI words).
 pub fn to_be32(x: Fp) -> [u8; 32] {
     let mut out = [0u8; 32];
@@ -118,6 +157,29 @@ pub fn to_be32(x: Fp) -> [u8; 32] {
 
 #[cfg(test)]
 mod tests {
+    /// [`super::dot`] against the sum of ark-ff's products, on random vectors, on
+    /// vectors of p − 1 (a carry out of 128 bits at almost every product), of zero,
+    /// and of every length up to 40.
+    #[test]
+    fn dot_is_the_sum_of_products() {
+        use super::{dot, Fp, MODULUS};
+        use ark_ff::Zero;
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(7);
+        let naive = |a: &[Fp], b: &[Fp]| a.iter().zip(b).map(|(x, y)| *x * y).sum::<Fp>();
+        for len in (0..40).chain([587, 1000, 5000]) {
+            let a: Vec<Fp> = (0..len).map(|_| Fp::from(rng.gen::<u64>())).collect();
+            let b: Vec<Fp> = (0..len).map(|_| Fp::from(rng.gen::<u64>())).collect();
+            assert_eq!(dot(&a, &b), naive(&a, &b), "random, length {len}");
+            let top = vec![Fp::from(MODULUS - 1); len];
+            assert_eq!(dot(&top, &top), naive(&top, &top), "p − 1, length {len}");
+            assert_eq!(dot(&a, &top), naive(&a, &top), "mixed, length {len}");
+            assert_eq!(dot(&a, &vec![Fp::zero(); len]), Fp::zero());
+        }
+        let a: Vec<Fp> = (0..10).map(|_| Fp::from(rng.gen::<u64>())).collect();
+        assert_eq!(dot(&a, &a[..4]), naive(&a[..4], &a[..4]), "the shorter length");
+    }
+
     use super::*;
 
     #[test]
