@@ -321,18 +321,22 @@ pub fn block_roots<B: AsRef<[u8]> + Sync>(blocks: &[B]) -> Vec<B256> {
 /// at once. Nodes whose subtree is all padding come from [`zero_root`]'s table.
 pub fn block_roots_together<B: AsRef<[u8]>>(blocks: &[B]) -> Vec<B256> {
     count_chunk_trees(blocks.iter().map(|b| b.as_ref().len()));
-    let mut leaf_inputs = Vec::new();
+    // The chunks themselves: each leaf's input `0x00 ‖ chunk` (zero-padded to 128
+    // bytes) is built by the keccak lanes as they load the chunk, not copied first.
+    let mut chunks: Vec<&[u8]> = Vec::new();
     let mut counts = Vec::with_capacity(blocks.len());
     for b in blocks {
         let b = b.as_ref();
         if b.is_empty() {
-            leaf_inputs.push(chunk_leaf_input(&[]));
+            chunks.push(&[]);
         } else {
-            leaf_inputs.extend(b.chunks(CHUNK_BYTES).map(chunk_leaf_input));
+            chunks.extend(b.chunks(CHUNK_BYTES));
         }
         counts.push(chunk_count(b.len()));
     }
-    let leaves = hash_all(&leaf_inputs);
+    let mut hashed = vec![[0u8; 32]; chunks.len()];
+    dpor_keccak::keccak256_many_prefixed(TAG_CHUNK, 1 + CHUNK_BYTES, &chunks, &mut hashed);
+    let leaves: Vec<B256> = hashed.into_iter().map(B256::from).collect();
     let mut layers: Vec<Vec<B256>> = Vec::with_capacity(blocks.len());
     let mut at = 0;
     for c in &counts {

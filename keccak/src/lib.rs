@@ -153,7 +153,7 @@ fn keccak256_x8_avx512(backend: Backend, inputs: [&[u8]; 8]) -> Option<[[u8; 32]
     {
         // SAFETY: the CPU has AVX-512F and AVX-512BW (`supported`, just above), and
         // every input fits one block (`fit_lanes`).
-        Some(unsafe { x86::keccak256_x8_one_block(&inputs) })
+        Some(unsafe { x86::keccak256_x8_one_block(&inputs, None, 0) })
     }
     #[cfg(not(target_arch = "x86_64"))]
     None
@@ -288,6 +288,52 @@ pub fn keccak256_many_with(backend: Backend, inputs: &[&[u8]], out: &mut [[u8; 3
             *o = keccak256(input);
         }
     }
+}
+
+/// keccak256 of `prefix ‖ input`, zero-extended to at least `min_len` bytes, for each
+/// input, in order, into `out`, with the [best](Backend::best) backend: the leaves of
+/// a chunk tree (`0x00 ‖ chunk`, the chunk zero-padded to 128 bytes) hashed straight
+/// from the block's bytes, without a prefixed copy of each (issue 23).
+///
+/// # Panics
+/// If `out` and `inputs` differ in length (a caller's bug).
+pub fn keccak256_many_prefixed(prefix: u8, min_len: usize, inputs: &[&[u8]], out: &mut [[u8; 32]]) {
+    keccak256_many_prefixed_with(Backend::best(), prefix, min_len, inputs, out);
+}
+
+/// [`keccak256_many_prefixed`] with `backend`. With AVX-512, groups of eight messages
+/// of one block each are loaded from the inputs in place; any other message (the last
+/// group of fewer than eight, a longer one, another backend) is built in a buffer and
+/// hashed by [`keccak256_many_with`].
+///
+/// # Panics
+/// If `out` and `inputs` differ in length (a caller's bug).
+pub fn keccak256_many_prefixed_with(backend: Backend, prefix: u8, min_len: usize, inputs: &[&[u8]], out: &mut [[u8; 32]]) {
+    assert_eq!(inputs.len(), out.len(), "keccak256_many_prefixed: one output per input");
+    let n = inputs.len();
+    let mut i = 0;
+    #[cfg(target_arch = "x86_64")]
+    if backend == Backend::Avx512 && backend.supported() {
+        let fits = |x: &&[u8]| x.len().saturating_add(1).max(min_len) <= MAX_LANE_INPUT;
+        while i + 8 <= n && inputs[i..i + 8].iter().all(fits) {
+            let group: [&[u8]; 8] = std::array::from_fn(|l| inputs[i + l]);
+            // SAFETY: the CPU has AVX-512F and AVX-512BW (`supported`, just above), and
+            // every message fits one block (`fits`).
+            out[i..i + 8].copy_from_slice(&unsafe { x86::keccak256_x8_one_block(&group, Some(prefix), min_len) });
+            i += 8;
+        }
+    }
+    let messages: Vec<Vec<u8>> = inputs[i..]
+        .iter()
+        .map(|x| {
+            let mut m = vec![0u8; x.len().saturating_add(1).max(min_len)];
+            m[0] = prefix;
+            m[1..1 + x.len()].copy_from_slice(x);
+            m
+        })
+        .collect();
+    let refs: Vec<&[u8]> = messages.iter().map(|m| m.as_slice()).collect();
+    keccak256_many_with(backend, &refs, &mut out[i..]);
 }
 
 /// One input of at most [`MAX_LANE_INPUT`] bytes padded to one keccak256 block (the

@@ -222,41 +222,50 @@ pub(crate) fn permute_x8_avx512(states: &mut [[u64; 25]; 8], lanes_in: usize, la
     }
 }
 
-/// keccak256 of eight inputs of at most [`super::MAX_LANE_INPUT`] (135) bytes each (one
-/// padded block per input), with the block's 17 lanes loaded from the inputs straight
-/// into the registers and the digests taken straight out of them: no padded states in
-/// memory, and no copy of them (issue 23: building and copying the eight 200-byte
-/// states cost about half as much as the permutation itself).
+/// keccak256 of eight messages of one block each: message l is `prefix ‖ inputs[l]`
+/// (no prefix byte when `prefix` is `None`) zero-extended to at least `min_len` bytes,
+/// and every message at most [`super::MAX_LANE_INPUT`] (135) bytes. The block's 17
+/// lanes are loaded from the inputs straight into the registers and the digests taken
+/// straight out of them: no padded states (or prefixed copies of the inputs) in
+/// memory (issue 23: building and copying the eight 200-byte states cost about half
+/// as much as the permutation itself).
 ///
-/// Each input's bytes 0..64 and 64..128 are read by masked byte loads (AVX-512BW: the
-/// bytes past the input are neither read nor faulted on), the eight rows transposed
-/// in registers (lane i of input l in lane l of register i); lane 16 (bytes 128..135)
-/// is assembled byte by byte. The padding (0x01 after the input, 0x80 in byte 135) is
-/// xored in as in [`super::padded_block`].
+/// Each message's bytes 0..64 and 64..128 are read by masked byte loads (AVX-512BW: the
+/// bytes outside the input are neither read nor faulted on), the eight rows transposed
+/// in registers (lane i of message l in lane l of register i); lane 16 (bytes
+/// 128..135) is assembled byte by byte. The prefix and the padding (0x01 after the
+/// message, 0x80 in byte 135) are xored in as in [`super::padded_block`].
 ///
-/// Only for CPUs with AVX-512F and AVX-512BW, and inputs of at most 135 bytes: the
-/// caller checks both (a longer input is cut to 135 bytes here, never read past).
+/// Only for CPUs with AVX-512F and AVX-512BW, and messages of at most 135 bytes: the
+/// caller checks both (an input that would make a longer message is cut, never read
+/// past).
 #[target_feature(enable = "avx512f,avx512bw")]
-pub(crate) fn keccak256_x8_one_block(inputs: &[&[u8]; 8]) -> [[u8; 32]; 8] {
+pub(crate) fn keccak256_x8_one_block(inputs: &[&[u8]; 8], prefix: Option<u8>, min_len: usize) -> [[u8; 32]; 8] {
+    let off = usize::from(prefix.is_some());
     let mut low = [_mm512_setzero_si512(); 8];
     let mut high = [_mm512_setzero_si512(); 8];
     let mut lane16 = [0u64; 8];
     for (l, input) in inputs.iter().enumerate() {
-        let input = &input[..input.len().min(super::MAX_LANE_INPUT)];
-        let len = input.len();
+        let input = &input[..input.len().min(super::MAX_LANE_INPUT - off)];
+        let end = off + input.len();
+        let len = end.max(min_len).min(super::MAX_LANE_INPUT);
+        // Byte j of row k is message byte 64k + j, i.e. input byte 64k + j − off.
         let p = input.as_ptr().cast::<i8>();
-        // SAFETY: only the bytes whose mask bit is set are read, and those are the
-        // input's bytes 0..min(len, 64) (from `p`) and 64..min(len, 128) (from
-        // `p + 64`, a wrapping pointer that is not read through when len ≤ 64).
+        // SAFETY: only the bytes whose mask bit is set are read: message bytes off..end
+        // of each row, which are the input's bytes (the wrapping pointers are not read
+        // through outside them).
         unsafe {
-            low[l] = _mm512_maskz_loadu_epi8(byte_mask(len), p);
-            high[l] = _mm512_maskz_loadu_epi8(byte_mask(len.saturating_sub(64)), p.wrapping_add(64));
+            low[l] = _mm512_maskz_loadu_epi8(byte_mask(end) & !byte_mask(off), p.wrapping_sub(off));
+            high[l] = _mm512_maskz_loadu_epi8(byte_mask(end.saturating_sub(64)), p.wrapping_add(64).wrapping_sub(off));
+        }
+        if let Some(b) = prefix {
+            low[l] = _mm512_xor_si512(low[l], _mm512_maskz_set1_epi8(1, b as i8));
         }
         let mut last = 0u64;
-        for (j, b) in input.iter().skip(128).enumerate() {
+        for (j, b) in input.iter().skip(128 - off).enumerate() {
             last |= u64::from(*b) << (8 * j);
         }
-        // The domain byte 0x01 right after the input.
+        // The domain byte 0x01 right after the message.
         match len {
             0..64 => low[l] = _mm512_xor_si512(low[l], _mm512_maskz_set1_epi8(1u64 << len, 1)),
             64..128 => high[l] = _mm512_xor_si512(high[l], _mm512_maskz_set1_epi8(1u64 << (len - 64), 1)),

@@ -5,7 +5,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use dpor_keccak::{keccak256, keccak256_many, keccak256_many_with, keccak256_x4, keccak256_x4_with, Backend, MAX_LANE_INPUT};
+use dpor_keccak::{
+    keccak256, keccak256_many, keccak256_many_prefixed, keccak256_many_prefixed_with, keccak256_many_with, keccak256_x4, keccak256_x4_with, Backend,
+    MAX_LANE_INPUT,
+};
 use proptest::prelude::*;
 use sha3::{Digest, Keccak256};
 
@@ -62,6 +65,37 @@ fn every_one_block_length_in_every_lane_of_eight() {
     }
 }
 
+/// `prefix ‖ input` zero-extended to `min_len` bytes, as the reference hashes it.
+fn prefixed(prefix: u8, min_len: usize, input: &[u8]) -> Vec<u8> {
+    let mut m = vec![prefix];
+    m.extend_from_slice(input);
+    m.resize(m.len().max(min_len), 0);
+    m
+}
+
+/// Prefixed messages (a chunk tree's leaves, `0x00 ‖ chunk` zero-padded to 129 bytes,
+/// and others): groups of eight of mixed lengths, every input length in every lane,
+/// around the edges of the masked loads (64, 128) and of one block (135, 136), on every
+/// backend, against the reference over the message built in full.
+#[test]
+fn prefixed_messages_of_every_length_in_every_lane() {
+    for backend in backends() {
+        for (prefix, min_len) in [(0x00u8, 129usize), (0x5A, 0), (0xFF, 1), (0x01, 65), (0x02, 135), (0x03, 136), (0x04, 200)] {
+            for len in 0..=MAX_LANE_INPUT + 2 {
+                let inputs: Vec<Vec<u8>> =
+                    (0..11).map(|l| (0..(len + 37 * l) % (MAX_LANE_INPUT + 3)).map(|i| (i * 3 + l * 17 + len) as u8 | 1).collect()).collect();
+                let refs: Vec<&[u8]> = inputs.iter().map(|v| v.as_slice()).collect();
+                let mut out = vec![[0u8; 32]; refs.len()];
+                keccak256_many_prefixed_with(backend, prefix, min_len, &refs, &mut out);
+                for (l, input) in inputs.iter().enumerate() {
+                    let want = reference(&prefixed(prefix, min_len, input));
+                    assert_eq!(out[l], want, "{backend:?}, prefix {prefix:#x}, min_len {min_len}, length {}, lane {l}", input.len());
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn published_vectors() {
     let empty = hex_32("c5d2460186f7233c927e7db2dcc703c0e500b653ca82273b7bfad8045d85a470");
@@ -95,6 +129,16 @@ fn every_backend_every_batch_size() {
 }
 
 proptest! {
+    #[test]
+    fn random_prefixed_messages(prefix in any::<u8>(), min_len in 0usize..160, inputs in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..=MAX_LANE_INPUT + 20), 0..23)) {
+        let refs: Vec<&[u8]> = inputs.iter().map(|v| v.as_slice()).collect();
+        let mut out = vec![[0u8; 32]; refs.len()];
+        keccak256_many_prefixed(prefix, min_len, &refs, &mut out);
+        for (i, input) in inputs.iter().enumerate() {
+            prop_assert_eq!(out[i], reference(&prefixed(prefix, min_len, input)));
+        }
+    }
+
     #[test]
     fn random_inputs_of_mixed_lengths(inputs in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..=MAX_LANE_INPUT + 20), 0..23)) {
         let refs: Vec<&[u8]> = inputs.iter().map(|v| v.as_slice()).collect();
