@@ -9,8 +9,14 @@
 //! `alloy_primitives::keccak256` uses here): the same bits, nothing in any format
 //! changes.
 //!
+//! With AVX-512 (F, VL and BW), [`keccak256_many`] hashes eight one-block inputs per
+//! permutation in 512-bit registers, loading each input's lanes straight into the
+//! registers by masked byte loads and an 8 × 8 transpose (no padded state built in
+//! memory), and [`keccak256_many_prefixed`] hashes `prefix ‖ input` zero-extended
+//! (a chunk leaf, `0x00 ‖ chunk`) straight from the input's bytes.
+//!
 //! The backend is chosen once per process from the CPU's features ([`Backend::best`]):
-//! AVX-512 (F and VL, on 256-bit registers) when the CPU has it, else AVX2, else the
+//! AVX-512 (F, VL and BW) when the CPU has it, else AVX2, else the
 //! scalar path; `DPOR_KECCAK_LANES=1` forces the scalar path and `=avx2` AVX2 (for
 //! comparisons). Inputs of more than [`MAX_LANE_INPUT`] bytes take the lanes only
 //! when a group's inputs all have one length (their blocks are absorbed side by side,
