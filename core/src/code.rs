@@ -130,7 +130,7 @@ fn to_words(elements: &[Fp]) -> Vec<u64> {
 
 /// The elements of Montgomery words (the buffer's allocation is reused: same size
 /// and alignment).
-fn from_words(words: Vec<u64>) -> Vec<Fp> {
+pub(crate) fn from_words(words: Vec<u64>) -> Vec<Fp> {
     words.into_iter().map(from_montgomery).collect()
 }
 
@@ -149,7 +149,7 @@ const PAR_PAIRS: usize = 64;
 /// pairs on rayon's pool, each starting from its own twiddle ν^start. Field
 /// arithmetic is exact, so the result does not depend on the split (tests compare
 /// against a one-thread pool).
-fn mix_unchecked(buf: &mut [u64], width: usize, nu: Fp) {
+pub(crate) fn mix_unchecked(buf: &mut [u64], width: usize, nu: Fp) {
     let half = buf.len() / 2;
     let (a0, a1) = buf.split_at_mut(half);
     if half < PAR_MIN_ELEMENTS || rayon::current_num_threads() < 2 {
@@ -296,7 +296,7 @@ pub fn c_rebuild(records: &[Fp], log_blocks: u32, width: usize) -> Result<Vec<Fp
 /// halves, so the operations on every element are those of the stage-by-stage
 /// order, and the result is identical. `buf` holds a power-of-two number of blocks,
 /// at most 2^[`crate::field::TWO_ADICITY`] (checked by the callers).
-fn dit_in_place(buf: &mut [u64], width: usize) {
+pub(crate) fn dit_in_place(buf: &mut [u64], width: usize) {
     let blocks = buf.len() / width;
     if blocks < 2 {
         return;

@@ -26,6 +26,7 @@
 
 pub mod audit;
 pub mod block;
+pub mod c_stream;
 pub mod checksum;
 pub mod code;
 pub mod commitment;

@@ -91,7 +91,7 @@ fn main() {
             let params = DealParams { deal: d, owner, num_blocks: N, block_bytes: BETA as u32 };
             store.upload_begin(params, 1).unwrap();
             let blocks: Vec<Vec<u8>> = (0..N).map(|i| vec![(d as u8) ^ (i as u8); BETA]).collect();
-            store.upload_blocks(d, 2, 0, &blocks, &vec![[7u8; 32]; N as usize]).unwrap();
+            store.upload_blocks(d, 2, 0, blocks.clone(), &vec![[7u8; 32]; N as usize]).unwrap();
             store.upload_finish(d, 3).unwrap();
         }
     }

@@ -63,6 +63,11 @@ pub struct NodeConfig {
     /// `store/run_cache.rs`). 0 keeps none. Default
     /// [`crate::store::DEFAULT_RUN_CACHE_BYTES`] (256 MiB).
     pub run_cache_bytes: u64,
+    /// Bytes of memory (16·N·width per upload) the store may hold at once to build
+    /// uploads' C while their blocks arrive (issue 23; `store/upload_stream.rs`); an
+    /// upload that does not fit builds C at the end from U read back. 0: never. Default
+    /// [`crate::store::DEFAULT_UPLOAD_STREAM_BYTES`] (2 GiB).
+    pub upload_stream_bytes: u64,
     /// Prove epochs with one commitment per global epoch over all deals
     /// (docs/COMMITMENTS.md) instead of one `submitEpochProof` per deal. Default false.
     pub epoch_commitments: bool,
@@ -122,6 +127,7 @@ impl Default for NodeConfig {
             serve_rate_bytes_per_sec: None,
             defer_from_blocks: DEFAULT_DEFER_FROM_BLOCKS,
             run_cache_bytes: crate::store::DEFAULT_RUN_CACHE_BYTES,
+            upload_stream_bytes: crate::store::DEFAULT_UPLOAD_STREAM_BYTES,
             epoch_commitments: false,
             metrics_listen: None,
             dashboard_listen: None,

@@ -523,7 +523,7 @@ impl NodeHandler {
                 }
                 let blocks: Vec<Vec<u8>> = blocks.into_iter().map(ByteBuf::into_vec).collect();
                 let sealed: Vec<[u8; 32]> = sealed_u.into_iter().map(|s| s.0).collect();
-                self.blocking(move |s| s.upload_blocks(deal, nonce, start, &blocks, &sealed)).await?;
+                self.blocking(move |s| s.upload_blocks(deal, nonce, start, blocks, &sealed)).await?;
                 Ok(Response::Accepted)
             }
             OwnerOp::UploadFinish => {

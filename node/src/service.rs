@@ -171,6 +171,7 @@ pub async fn start(config: &NodeConfig) -> anyhow::Result<RunningNode> {
             quota_bytes: config.quota_bytes,
             defer_from_blocks: (config.defer_from_blocks > 0).then_some(config.defer_from_blocks),
             run_cache_bytes: Some(config.run_cache_bytes),
+            upload_stream_bytes: Some(config.upload_stream_bytes),
             ..Default::default()
         })
             .context("cannot open the store")?,

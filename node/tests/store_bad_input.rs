@@ -61,7 +61,7 @@ fn bad_input_is_a_typed_error_that_changes_nothing() {
     // Unknown deal, everywhere.
     rejected(&store, dir, |s| s.view(9).map(|_| ()), |e| matches!(e, E::UnknownDeal(9)));
     rejected(&store, dir, |s| s.write(9, 1, 0, vec![0; BETA], [0; 32]).map(|_| ()), |e| matches!(e, E::UnknownDeal(9)));
-    rejected(&store, dir, |s| s.upload_blocks(9, 1, 0, &blocks(1, 0), &[[0; 32]]), |e| matches!(e, E::UnknownDeal(9)));
+    rejected(&store, dir, |s| s.upload_blocks(9, 1, 0, blocks(1, 0), &[[0; 32]]), |e| matches!(e, E::UnknownDeal(9)));
     rejected(&store, dir, |s| s.read(9, 0).map(|_| ()), |e| matches!(e, E::UnknownDeal(9)));
     rejected(&store, dir, |s| s.check_cosign(9, &Digest { dealId: U256::from(9), version: 1, numBlocks: 1, writeCount: 0, rebuildCount: 0, rootU: B256::ZERO, rootC: B256::ZERO, levelRoots: vec![] }), |e| matches!(e, E::UnknownDeal(9)));
     // Bad parameters.
@@ -70,18 +70,18 @@ fn bad_input_is_a_typed_error_that_changes_nothing() {
     // Upload: begin, then bad batches.
     store.upload_begin(params(), 10).unwrap();
     let s32 = |k: usize| vec![[5u8; 32]; k];
-    rejected(&store, dir, |s| s.upload_blocks(DEAL, 10, 0, &blocks(2, 0), &s32(2)), |e| matches!(e, E::Replay { nonce: 10, last: 10 }));
-    rejected(&store, dir, |s| s.upload_blocks(DEAL, 11, 1, &blocks(2, 0), &s32(2)), |e| matches!(e, E::Range(_)));
-    rejected(&store, dir, |s| s.upload_blocks(DEAL, 11, 0, &[vec![0; BETA + 1]], &s32(1)), |e| matches!(e, E::BlockSize { got: 17, expected: 16 }));
-    rejected(&store, dir, |s| s.upload_blocks(DEAL, 11, 0, &blocks(2, 0), &s32(1)), |e| matches!(e, E::Range(_)));
-    rejected(&store, dir, |s| s.upload_blocks(DEAL, 11, 0, &blocks(9, 0), &s32(9)), |e| matches!(e, E::Range(_)));
-    store.upload_blocks(DEAL, 11, 0, &blocks(4, 0), &s32(4)).unwrap();
-    rejected(&store, dir, |s| s.upload_blocks(DEAL, 12, 2, &blocks(2, 0), &s32(2)), |e| matches!(e, E::Range(_)));
+    rejected(&store, dir, |s| s.upload_blocks(DEAL, 10, 0, blocks(2, 0), &s32(2)), |e| matches!(e, E::Replay { nonce: 10, last: 10 }));
+    rejected(&store, dir, |s| s.upload_blocks(DEAL, 11, 1, blocks(2, 0), &s32(2)), |e| matches!(e, E::Range(_)));
+    rejected(&store, dir, |s| s.upload_blocks(DEAL, 11, 0, vec![vec![0; BETA + 1]], &s32(1)), |e| matches!(e, E::BlockSize { got: 17, expected: 16 }));
+    rejected(&store, dir, |s| s.upload_blocks(DEAL, 11, 0, blocks(2, 0), &s32(1)), |e| matches!(e, E::Range(_)));
+    rejected(&store, dir, |s| s.upload_blocks(DEAL, 11, 0, blocks(9, 0), &s32(9)), |e| matches!(e, E::Range(_)));
+    store.upload_blocks(DEAL, 11, 0, blocks(4, 0), &s32(4)).unwrap();
+    rejected(&store, dir, |s| s.upload_blocks(DEAL, 12, 2, blocks(2, 0), &s32(2)), |e| matches!(e, E::Range(_)));
     rejected(&store, dir, |s| s.upload_finish(DEAL, 12).map(|_| ()), |e| matches!(e, E::Phase(_)));
     rejected(&store, dir, |s| s.write(DEAL, 12, 0, vec![0; BETA], [0; 32]).map(|_| ()), |e| matches!(e, E::Phase(_)));
     rejected(&store, dir, |s| s.read(DEAL, 0).map(|_| ()), |e| matches!(e, E::Phase(_)));
     rejected(&store, dir, |s| s.upload_begin(DealParams { owner: Address::repeat_byte(9), ..params() }, 12), |e| matches!(e, E::Owner { .. }));
-    store.upload_blocks(DEAL, 12, 4, &blocks(4, 4), &s32(4)).unwrap();
+    store.upload_blocks(DEAL, 12, 4, blocks(4, 4), &s32(4)).unwrap();
     let (_, c, _) = store.upload_finish(DEAL, 13).unwrap();
     rejected(&store, dir, |s| s.upload_begin(params(), 14), |e| matches!(e, E::Phase(_)));
     rejected(&store, dir, |s| s.upload_finish(DEAL, 14).map(|_| ()), |e| matches!(e, E::Phase(_)));
@@ -146,7 +146,7 @@ fn quota_refuses_without_corrupting() {
     }
     let store = Store::open(dir, StoreConfig::default()).unwrap();
     store.upload_begin(params(), 1).unwrap();
-    store.upload_blocks(DEAL, 2, 0, &blocks(N, 0), &vec![[0; 32]; N as usize]).unwrap();
+    store.upload_blocks(DEAL, 2, 0, blocks(N, 0), &vec![[0; 32]; N as usize]).unwrap();
     store.upload_finish(DEAL, 3).unwrap();
     store.write(DEAL, 4, 0, vec![9; BETA], [9; 32]).unwrap();
     drop(store);

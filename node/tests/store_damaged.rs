@@ -34,7 +34,7 @@ fn upload(store: &Store, deal: u64, seed: u64) -> (ServerState, RunId) {
     let blocks: Vec<Vec<u8>> = (0..N).map(|_| (0..BETA).map(|_| rng.gen()).collect()).collect();
     let sealed: Vec<[u8; 32]> = (0..N).map(|_| rng.gen()).collect();
     store.upload_begin(DealParams { deal, owner: Address::repeat_byte(1), num_blocks: N, block_bytes: BETA as u32 }, 1).unwrap();
-    store.upload_blocks(deal, 2, 0, &blocks, &sealed).unwrap();
+    store.upload_blocks(deal, 2, 0, blocks.clone(), &sealed).unwrap();
     let (_, c, _) = store.upload_finish(deal, 3).unwrap();
     (ServerState::new(BlockFormat::new(BETA).unwrap(), blocks).unwrap(), c)
 }

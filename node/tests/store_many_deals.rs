@@ -19,7 +19,7 @@ fn upload(store: &Store, deal: u64) {
     let params = DealParams { deal, owner: Address::repeat_byte(2), num_blocks: N, block_bytes: BETA as u32 };
     store.upload_begin(params, 1).unwrap();
     let blocks: Vec<Vec<u8>> = (0..N).map(|i| block(deal, i, 0)).collect();
-    store.upload_blocks(deal, 2, 0, &blocks, &vec![[7u8; 32]; N as usize]).unwrap();
+    store.upload_blocks(deal, 2, 0, blocks.clone(), &vec![[7u8; 32]; N as usize]).unwrap();
     store.upload_finish(deal, 3).unwrap();
 }
 

@@ -101,7 +101,7 @@ fn upload(store: &Store, rng: &mut StdRng, n: u64, beta: usize, nonce: &mut u64)
         let len = rng.gen_range(1..=(n - start).min(5));
         *nonce += 1;
         let r = start as usize..(start + len) as usize;
-        store.upload_blocks(DEAL, *nonce, start, &blocks[r.clone()], &sealed[r]).unwrap();
+        store.upload_blocks(DEAL, *nonce, start, blocks[r.clone()].to_vec(), &sealed[r]).unwrap();
         start += len;
         assert_eq!(store.view(DEAL).unwrap().phase, Phase::Uploading { received: start });
     }
@@ -785,4 +785,72 @@ fn a_consumed_level_is_taken_from_memory_not_read_back() {
             check(&store, &reference, &sealed, "after the consuming write");
         }
     }
+}
+
+/// Issue 23 #2: an upload's C is built while its blocks arrive (`upload_stream.rs`),
+/// not from U read back at `upload_finish`. Shown by damaging U's blocks file after
+/// the last block is in: with the stream, C is still the reference's (the damaged
+/// bytes were never read); with streams off (`Some(0)`), C is built from the damaged
+/// file and differs. A store reopened mid-upload (no stream any more) and an upload
+/// begun again with other blocks both end with the reference's C.
+#[test]
+fn c_is_built_while_u_arrives_not_from_u_read_back() {
+    let (n, beta) = (64u64, 48usize);
+    let format = BlockFormat::new(beta).unwrap();
+    let params = DealParams { deal: DEAL, owner: Address::repeat_byte(1), num_blocks: n, block_bytes: beta as u32 };
+    let reference_root = |blocks: &[Vec<u8>]| {
+        let reference = ServerState::new(format, blocks.to_vec()).unwrap();
+        merkle::run_tree(&ref_run_bytes(&format, reference.c())).unwrap().root()
+    };
+    let send = |store: &Store, blocks: &[Vec<u8>], from: u64, to: u64, nonce: &mut u64| {
+        let mut start = from;
+        while start < to {
+            let end = (start + 13).min(to);
+            *nonce += 1;
+            let r = start as usize..end as usize;
+            store.upload_blocks(DEAL, *nonce, start, blocks[r.clone()].to_vec(), &vec![[3; 32]; r.len()]).unwrap();
+            start = end;
+        }
+    };
+    for (streams, expect_reference) in [(None, true), (Some(0), false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = StdRng::seed_from_u64(231);
+        let store = Store::open(dir.path(), StoreConfig { upload_stream_bytes: streams, ..Default::default() }).unwrap();
+        let blocks: Vec<Vec<u8>> = (0..n).map(|_| random_block(&mut rng, beta)).collect();
+        let mut nonce = 1;
+        store.upload_begin(params, nonce).unwrap();
+        send(&store, &blocks, 0, n, &mut nonce);
+        let u_file = dir.path().join("deals").join(DEAL.to_string()).join("u.blocks");
+        let len = std::fs::metadata(&u_file).unwrap().len() as usize;
+        std::fs::write(&u_file, vec![0x5a; len]).unwrap();
+        nonce += 1;
+        let (_, _, root_c) = store.upload_finish(DEAL, nonce).unwrap();
+        assert_eq!(root_c == reference_root(&blocks), expect_reference, "streams {streams:?}");
+    }
+    // Reopened mid-upload: the rest arrives without a stream; C from U read back.
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(232);
+    let blocks: Vec<Vec<u8>> = (0..n).map(|_| random_block(&mut rng, beta)).collect();
+    let mut nonce = 1;
+    {
+        let store = open(dir.path());
+        store.upload_begin(params, nonce).unwrap();
+        send(&store, &blocks, 0, 30, &mut nonce);
+    }
+    let store = open(dir.path());
+    send(&store, &blocks, 30, n, &mut nonce);
+    nonce += 1;
+    assert_eq!(store.upload_finish(DEAL, nonce).unwrap().2, reference_root(&blocks));
+    // An upload begun again with other blocks: the first stream is dropped.
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let first: Vec<Vec<u8>> = (0..n).map(|_| random_block(&mut rng, beta)).collect();
+    let mut nonce = 1;
+    store.upload_begin(params, nonce).unwrap();
+    send(&store, &first, 0, 40, &mut nonce);
+    nonce += 1;
+    store.upload_begin(params, nonce).unwrap();
+    send(&store, &blocks, 0, n, &mut nonce);
+    nonce += 1;
+    assert_eq!(store.upload_finish(DEAL, nonce).unwrap().2, reference_root(&blocks));
 }

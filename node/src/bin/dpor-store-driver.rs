@@ -86,7 +86,7 @@ fn run() -> Result<(), String> {
             let blocks: Vec<Vec<u8>> = (start..start + count).map(|i| gen(seed, 1, i, beta)).collect();
             let sealed: Vec<[u8; 32]> = (start..start + count).map(|i| arr32(gen(seed, 2, i, 32))).collect();
             nonce += 1;
-            store.upload_blocks(DEAL, nonce, start, &blocks, &sealed).map_err(e)?;
+            store.upload_blocks(DEAL, nonce, start, blocks, &sealed).map_err(e)?;
             start += count;
         }
         nonce += 1;

@@ -95,11 +95,13 @@ mod space;
 mod stats;
 mod u;
 mod upload;
+mod upload_stream;
 mod write;
 
 pub use batch::BatchWrite;
 pub use handles::DEFAULT_OPEN_U_DEALS;
 pub use run_cache::DEFAULT_RUN_CACHE_BYTES;
+pub use upload_stream::DEFAULT_UPLOAD_STREAM_BYTES;
 pub use deferred::Builder;
 pub use read::ULeafPath;
 pub use error::StoreError;
@@ -144,6 +146,11 @@ pub struct StoreConfig {
     /// it wrote last, for the write that consumes them (`run_cache.rs`); `None`:
     /// [`DEFAULT_RUN_CACHE_BYTES`] (256 MiB); `Some(0)` keeps none.
     pub run_cache_bytes: Option<u64>,
+    /// Bytes of memory (16·N·width per upload) the store may hold at once to build the
+    /// C of uploads while their blocks arrive (`upload_stream.rs`, issue 23); an upload
+    /// that does not fit builds C at the end from U read back. `None`:
+    /// [`DEFAULT_UPLOAD_STREAM_BYTES`] (2 GiB); `Some(0)`: never while they arrive.
+    pub upload_stream_bytes: Option<u64>,
 }
 
 /// A snapshot of one deal.
@@ -236,6 +243,8 @@ pub(crate) struct Deal {
     state: RwLock<Option<DealState>>,
     /// Deferred runs built but not yet committed (`deferred.rs`); held while building.
     builds: Mutex<BTreeMap<RunId, B256>>,
+    /// C being built while the upload's blocks arrive (`upload_stream.rs`); memory only.
+    upload_stream: Mutex<Option<upload_stream::UploadStream>>,
 }
 
 /// The storage engine (see the module docs). `Send + Sync`.
@@ -260,6 +269,8 @@ pub struct Store {
     rebuild_observer: stats::ObserverSlot,
     /// Levels written last, in memory for the write that consumes them (`run_cache.rs`).
     run_cache: run_cache::RunCache,
+    /// Bytes the upload streams hold ([`StoreConfig::upload_stream_bytes`]).
+    upload_streams_used: Arc<std::sync::atomic::AtomicU64>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -64,6 +64,7 @@ pub(crate) fn open(dir: &Path, config: StoreConfig) -> Result<Store> {
         trash: Default::default(),
         rebuild_observer: Default::default(),
         run_cache: super::run_cache::RunCache::new(config.run_cache_bytes.unwrap_or(super::DEFAULT_RUN_CACHE_BYTES)),
+        upload_streams_used: Default::default(),
         u_open: Arc::new(super::handles::OpenDeals::new(config.open_u_deals.unwrap_or(super::handles::DEFAULT_OPEN_U_DEALS))),
         config,
     };
@@ -96,7 +97,7 @@ pub(crate) fn open(dir: &Path, config: StoreConfig) -> Result<Store> {
             }
         };
         store.gc(&st.meta, &st.dir, true);
-        map.insert(id, Arc::new(Deal { op: Default::default(), state: RwLock::new(Some(st)), builds: Default::default() }));
+        map.insert(id, Arc::new(Deal { op: Default::default(), state: RwLock::new(Some(st)), builds: Default::default(), upload_stream: Default::default() }));
     }
     let known = |id: u64| map.contains_key(&id) || left_out.contains(&id);
     // Deal folders without a record (a crash while a new deal's upload began).

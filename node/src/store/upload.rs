@@ -4,9 +4,10 @@
 use super::error::{Result, StoreError};
 use super::meta::{DealMeta, DealParams, Phase};
 use super::u::{u_disk_bytes, UFiles};
-use super::{lock, runs, wlock, Deal, DealState, Store, MAX_READ_BYTES};
+use super::{lock, runs, upload_stream, wlock, Deal, DealState, Store, MAX_READ_BYTES};
 use alloy_primitives::B256;
 use dpor_core::block::{BlockFormat, MAX_LOG_BLOCKS};
+use dpor_core::c_stream::CStream;
 use dpor_core::state::{u_records, RunId};
 use dpor_core::{code, RunTag};
 use std::sync::Arc;
@@ -37,6 +38,8 @@ impl Store {
             Arc::clone(map.entry(deal).or_insert_with(|| Arc::new(Deal::default())))
         };
         let _op = lock(&entry.op);
+        // A stream of an earlier start of this upload stands for blocks no longer wanted.
+        *lock(&entry.upload_stream) = None;
         self.forget_kept_runs(deal);
         let old = super::rlock(&entry.state).as_ref().map(|st| st.meta.clone());
         if let Some(old) = &old {
@@ -69,13 +72,14 @@ impl Store {
         Ok(())
     }
 
-    /// Stores blocks `start..start+len` of an upload with their σ̃_U.
+    /// Stores blocks `start..start+len` of an upload with their σ̃_U, and hands them to
+    /// the deal's C stream (`upload_stream.rs`: C built while U arrives) once durable.
     ///
     /// Errors: [`StoreError::UnknownDeal`], [`StoreError::Phase`] if not uploading,
     /// [`StoreError::Replay`], [`StoreError::Range`] if `start` is not the number of
     /// blocks received, the lengths differ, or `start + len > N`,
     /// [`StoreError::BlockSize`], [`StoreError::Io`].
-    pub fn upload_blocks(&self, deal: u64, nonce: u64, start: u64, blocks: &[Vec<u8>], sealed_u: &[[u8; 32]]) -> Result<()> {
+    pub fn upload_blocks(&self, deal: u64, nonce: u64, start: u64, blocks: Vec<Vec<u8>>, sealed_u: &[[u8; 32]]) -> Result<()> {
         let entry = self.deal(deal)?;
         let _op = lock(&entry.op);
         let mut meta = {
@@ -101,18 +105,44 @@ impl Store {
             return Err(StoreError::BlockSize { got: b.len(), expected: beta });
         }
         let old = meta.clone();
-        {
+        let format = {
             let g = super::rlock(&entry.state);
             let st = g.as_ref().ok_or(StoreError::UnknownDeal(deal))?;
-            st.u()?.write_range(start, blocks, sealed_u)?;
-        }
+            st.u()?.write_range(start, &blocks, sealed_u)?;
+            st.format
+        };
         meta.phase = Phase::Uploading { received: end };
         meta.last_nonce = Some(nonce);
-        self.commit(&meta, Some(&old), sled::Batch::default())?;
+        let log_blocks = meta.log_blocks();
+        if let Err(e) = self.commit(&meta, Some(&old), sled::Batch::default()) {
+            *lock(&entry.upload_stream) = None;
+            return Err(e);
+        }
         if let Some(st) = wlock(&entry.state).as_mut() {
             st.meta = meta;
         }
+        self.feed_upload_stream(deal, &entry, format, log_blocks, start, blocks);
         Ok(())
+    }
+
+    /// Hands blocks `start..` (committed) to the deal's C stream: starts one at block 0
+    /// if the budget allows, drops it if the blocks do not continue it.
+    fn feed_upload_stream(&self, deal: u64, entry: &Deal, format: BlockFormat, log_blocks: u32, start: u64, blocks: Vec<Vec<u8>>) {
+        let mut slot = lock(&entry.upload_stream);
+        if start == 0 {
+            *slot = None;
+            let budget = self.config.upload_stream_bytes.unwrap_or(upload_stream::DEFAULT_UPLOAD_STREAM_BYTES);
+            *slot = CStream::buffer_bytes(log_blocks, format.width())
+                .and_then(|bytes| upload_stream::reserve(&self.upload_streams_used, budget, bytes))
+                .and_then(|r| upload_stream::UploadStream::start(deal, format, log_blocks, r));
+        }
+        let fed = match slot.as_mut() {
+            Some(s) => s.next() == start && s.push(start, Arc::new(blocks)),
+            None => return,
+        };
+        if !fed {
+            *slot = None;
+        }
     }
 
     /// Finishes an upload: builds the U tree and C (`c_rebuild` of U) with its tree,
@@ -138,11 +168,17 @@ impl Store {
         meta.check_nonce(nonce)?;
         self.ensure_space(runs::run_disk_bytes(&st.format, 2 * n))?;
         let tree = st.u()?.tree(n)?;
-        let blocks = read_u_chunked(st, n)?;
-        let records = u_records(&st.format, &blocks)?;
-        drop(blocks);
-        let mut c = code::c_rebuild(&records, meta.log_blocks(), st.format.width())?;
-        drop(records);
+        // C from the stream fed while U arrived, or else from U read back.
+        let streamed = lock(&entry.upload_stream).take().and_then(upload_stream::UploadStream::finish);
+        let mut c = match streamed {
+            Some(c) if c.len() as u64 == 2 * n * st.format.width() as u64 => c,
+            _ => {
+                let blocks = read_u_chunked(st, n)?;
+                let records = u_records(&st.format, &blocks)?;
+                drop(blocks);
+                code::c_rebuild(&records, meta.log_blocks(), st.format.width())?
+            }
+        };
         self.apply_commit_fault(C0, &mut c, st.format.width());
         let root_c = runs::write_run(&st.dir, C0, &st.format, &c)?;
         drop(c);
