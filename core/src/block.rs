@@ -127,6 +127,33 @@ impl BlockFormat {
         Ok(())
     }
 
+    /// The record of data block `index` (what [`Self::push_record`] appends) written
+    /// into `out`, each element through `f` (e.g. [`field::to_montgomery`] for the
+    /// code's words): for records built in place without a vector per block
+    /// ([`crate::c_stream::CStream`]).
+    ///
+    /// Errors if `block` is not exactly β bytes or `out` is not s elements long.
+    pub fn record_into<T>(&self, index: u64, block: &[u8], out: &mut [T], f: impl Fn(Fp) -> T) -> Result<(), BlockError> {
+        if block.len() != self.block_bytes {
+            return Err(BlockError::DataLength { got: block.len(), expected: self.block_bytes });
+        }
+        if out.len() != self.width() {
+            return Err(BlockError::RecordWidth { got: out.len(), expected: self.width() });
+        }
+        let full = block.chunks_exact(BYTES_PER_ELEMENT);
+        let tail = full.remainder();
+        let (first, rest) = out.split_at_mut(1);
+        first[0] = f(Fp::from(index));
+        let (body, last) = rest.split_at_mut(full.len());
+        for (o, chunk) in body.iter_mut().zip(full) {
+            *o = f(packed_full(chunk));
+        }
+        if let Some(o) = last.first_mut() {
+            *o = f(packed_element(tail));
+        }
+        Ok(())
+    }
+
     /// Element `k` (`0..s`) of the record of data block `index`, `block` (exactly β
     /// bytes, checked by the caller): what [`Self::push_record`] puts at `k`. One
     /// element at a time, for records built in place on every core
@@ -354,6 +381,23 @@ mod tests {
         elements_to_bytes_par_into(&elements, &mut placed[3..]);
         assert_eq!(placed[3..], expected[..]);
         assert_eq!(elements_from_bytes(&expected).unwrap(), elements);
+    }
+
+    /// `record_into` writes what `push_record` appends, with and without a short last
+    /// chunk (β = 100 = 14·7 + 2, β = 98 = 14·7, β = 1), and refuses wrong lengths.
+    #[test]
+    fn record_into_is_the_record() {
+        for beta in [100usize, 98, 1, 4096] {
+            let f = BlockFormat::new(beta).unwrap();
+            let block: Vec<u8> = (0..beta).map(|j| (j as u8).wrapping_mul(37).wrapping_add(200)).collect();
+            let mut out = vec![0u64; f.width()];
+            f.record_into(9, &block, &mut out, field::to_montgomery).unwrap();
+            let expected: Vec<u64> = f.record(9, &block).unwrap().into_iter().map(field::to_montgomery).collect();
+            assert_eq!(out, expected, "β = {beta}");
+            let mut short = vec![0u64; f.width() - 1];
+            assert!(matches!(f.record_into(9, &block, &mut short, field::to_montgomery), Err(BlockError::RecordWidth { .. })));
+            assert!(matches!(f.record_into(9, &block[1..], &mut out, field::to_montgomery), Err(BlockError::DataLength { .. })));
+        }
     }
 
     #[test]

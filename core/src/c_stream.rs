@@ -13,7 +13,7 @@
 //! in the same order per group), so the result is identical, bit for bit; the tests
 //! compare the two for every way of cutting U into pieces.
 
-use crate::block::BlockFormat;
+use crate::block::{BlockError, BlockFormat};
 use crate::code::{bit_reverse, dit_in_place, from_words, mix_unchecked, CodeError};
 use crate::field::{root_of_unity, to_montgomery, to_u64, Fp};
 use ark_ff::Field;
@@ -94,15 +94,14 @@ impl CStream {
             .zip(y[first * width..end * width].par_chunks_mut(width))
             .zip(blocks.par_iter())
             .enumerate()
-            .for_each(|(k, ((xb, yb), block))| {
+            .try_for_each(|(k, ((xb, yb), block))| {
                 let r = first + k;
-                for (j, (xe, ye)) in xb.iter_mut().zip(yb.iter_mut()).enumerate() {
-                    let word = to_montgomery(format.record_element(r as u64, block, j));
-                    *xe = word;
-                    *ye = word;
-                }
+                format.record_into(r as u64, block, xb, to_montgomery)?;
+                yb.copy_from_slice(xb);
                 dpor_butterfly::scale(yb, to_u64(w.pow([bit_reverse(r as u64, log_blocks)])));
-            });
+                Ok::<(), BlockError>(())
+            })
+            .map_err(|e| CStreamError::Record(e.to_string()))?;
         self.transform_completed(first, end);
         Ok(())
     }
@@ -231,6 +230,9 @@ pub enum CStreamError {
         /// β.
         expected: usize,
     },
+    /// A block's record could not be built (its checks above make this unreachable).
+    #[error("record: {0}")]
+    Record(String),
     /// [`CStream::finish`] before all N blocks were pushed.
     #[error("{received} of {expected} blocks pushed")]
     Incomplete {

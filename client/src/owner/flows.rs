@@ -20,6 +20,8 @@ use dpor_core::{BlockFormat, RunId, RunTag};
 use dpor_proto::messages::{batch_len, OwnerOp, Response, WireRun, WireStep};
 use rand::Rng;
 use serde_bytes::ByteBuf;
+use futures::StreamExt;
+use rayon::prelude::*;
 use std::sync::Arc;
 
 /// Splits `file` into N blocks of β bytes (the last data block and the padding
@@ -168,7 +170,9 @@ async fn store_sealed_run(
     let mut start = next;
     while start < size {
         let count = per.min(size - start);
+        // Each position's σ̃ under its own key (κ derived per place): on every core.
         let sealed: Vec<B256> = (start..start + count)
+            .into_par_iter()
             .map(|p| {
                 let i = p as usize * RHO;
                 let s: [Fp; RHO] = [sigma[i], sigma[i + 1]];
@@ -244,6 +248,9 @@ pub async fn upload(
     }
     let mut sigma = Vec::with_capacity(blocks.len() * RHO);
     let mut sealed_u: Vec<[u8; 32]> = Vec::with_capacity(blocks.len());
+    // Two requests in flight (issue 23 #2): the node checks and hashes the next while
+    // it stores this one (it takes them in order of `start`, `Store::upload_blocks`).
+    let mut in_flight = futures::stream::FuturesOrdered::new();
     for (k, &(start, end)) in ranges.iter().enumerate() {
         let sums = match next.take() {
             Some(task) => task.await.context("computing checksums")??,
@@ -261,10 +268,18 @@ pub async fn upload(
             sealed_u: sealed_u[first_sealed..].iter().map(|s| B256::from(*s)).collect(),
         };
         let nonce = state.next_nonce();
-        node.owner_accepted(auth, nonce, op).await?;
-        if let Some(b) = bar {
-            b.inc(((end - start) * format.block_bytes()) as u64);
+        let bytes = ((end - start) * format.block_bytes()) as u64;
+        in_flight.push_back(async move { node.owner_accepted(auth, nonce, op).await.map(|()| bytes) });
+        if in_flight.len() >= UPLOAD_IN_FLIGHT {
+            if let Some(done) = in_flight.next().await {
+                let bytes = done?;
+                bar.inspect(|b| b.inc(bytes));
+            }
         }
+    }
+    while let Some(done) = in_flight.next().await {
+        let bytes = done?;
+        bar.inspect(|b| b.inc(bytes));
     }
     let roots = roots.await.context("hashing the blocks")?;
     let my_root_u = merkle::u_tree_of_roots(&roots, &sealed_u).context("U tree")?.root();
@@ -276,6 +291,9 @@ pub async fn upload(
     let (checked, (root_u, _, root_c)) = machine::run(node, auth, state, &UploadFinishRequest { nonce }).await?;
     Ok(UploadReport { file_bytes: file.len() as u64, num_blocks: state.num_blocks, root_u, root_c, spot_checked: checked })
 }
+
+/// Upload requests an owner keeps in flight at once ([`upload`]).
+const UPLOAD_IN_FLIGHT: usize = 2;
 
 /// C@0, the run an upload builds.
 const C0: WireRun = WireRun { tag: 0, built_at: 0 };

@@ -245,6 +245,14 @@ pub(crate) struct Deal {
     builds: Mutex<BTreeMap<RunId, B256>>,
     /// C being built while the upload's blocks arrive (`upload_stream.rs`); memory only.
     upload_stream: Mutex<Option<upload_stream::UploadStream>>,
+    /// Upload requests that arrived before their predecessor wait on this (with `op`)
+    /// for their turn (`upload.rs`, [`upload::UPLOAD_TURN_WAIT`]).
+    upload_turn: std::sync::Condvar,
+    /// Bumped when an upload begins again or a request of it fails: a request waiting
+    /// for its turn then stops waiting.
+    upload_epoch: std::sync::atomic::AtomicU64,
+    /// Whether a request of this deal waits for its turn (at most one does).
+    upload_waiting: std::sync::atomic::AtomicBool,
 }
 
 /// The storage engine (see the module docs). `Send + Sync`.

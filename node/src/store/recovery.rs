@@ -97,7 +97,7 @@ pub(crate) fn open(dir: &Path, config: StoreConfig) -> Result<Store> {
             }
         };
         store.gc(&st.meta, &st.dir, true);
-        map.insert(id, Arc::new(Deal { op: Default::default(), state: RwLock::new(Some(st)), builds: Default::default(), upload_stream: Default::default() }));
+        map.insert(id, Arc::new(Deal { op: Default::default(), state: RwLock::new(Some(st)), builds: Default::default(), ..Default::default() }));
     }
     let known = |id: u64| map.contains_key(&id) || left_out.contains(&id);
     // Deal folders without a record (a crash while a new deal's upload began).

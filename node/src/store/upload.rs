@@ -10,7 +10,9 @@ use dpor_core::block::{BlockFormat, MAX_LOG_BLOCKS};
 use dpor_core::c_stream::CStream;
 use dpor_core::state::{u_records, RunId};
 use dpor_core::{code, RunTag};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, MutexGuard};
+use std::time::{Duration, Instant};
 
 /// The id of the C built at upload.
 const C0: RunId = RunId { tag: RunTag::C, built_at: 0 };
@@ -38,8 +40,11 @@ impl Store {
             Arc::clone(map.entry(deal).or_insert_with(|| Arc::new(Deal::default())))
         };
         let _op = lock(&entry.op);
-        // A stream of an earlier start of this upload stands for blocks no longer wanted.
+        // A stream of an earlier start of this upload stands for blocks no longer wanted,
+        // and a request of it waiting for its turn would wait in vain.
         *lock(&entry.upload_stream) = None;
+        entry.upload_epoch.fetch_add(1, Ordering::AcqRel);
+        entry.upload_turn.notify_all();
         self.forget_kept_runs(deal);
         let old = super::rlock(&entry.state).as_ref().map(|st| st.meta.clone());
         if let Some(old) = &old {
@@ -75,13 +80,37 @@ impl Store {
     /// Stores blocks `start..start+len` of an upload with their σ̃_U, and hands them to
     /// the deal's C stream (`upload_stream.rs`: C built while U arrives) once durable.
     ///
+    /// An owner may keep two requests in flight (issue 23 #2), so the later one can
+    /// arrive first: a request whose `start` is past the blocks received so far waits
+    /// (at most one per deal, at most [`UPLOAD_TURN_WAIT`]) until they reach it, the
+    /// upload begins again, or a request of it fails; then it is checked as usual.
+    ///
     /// Errors: [`StoreError::UnknownDeal`], [`StoreError::Phase`] if not uploading,
     /// [`StoreError::Replay`], [`StoreError::Range`] if `start` is not the number of
-    /// blocks received, the lengths differ, or `start + len > N`,
+    /// blocks received (after the wait), the lengths differ, or `start + len > N`,
     /// [`StoreError::BlockSize`], [`StoreError::Io`].
     pub fn upload_blocks(&self, deal: u64, nonce: u64, start: u64, blocks: Vec<Vec<u8>>, sealed_u: &[[u8; 32]]) -> Result<()> {
         let entry = self.deal(deal)?;
-        let _op = lock(&entry.op);
+        let op = wait_for_turn(&entry, lock(&entry.op), start);
+        let out = self.upload_blocks_in_turn(&entry, deal, nonce, start, blocks, sealed_u);
+        if out.is_err() {
+            // A request after this one would wait in vain.
+            entry.upload_epoch.fetch_add(1, Ordering::AcqRel);
+        }
+        drop(op);
+        entry.upload_turn.notify_all();
+        out
+    }
+
+    fn upload_blocks_in_turn(
+        &self,
+        entry: &Deal,
+        deal: u64,
+        nonce: u64,
+        start: u64,
+        blocks: Vec<Vec<u8>>,
+        sealed_u: &[[u8; 32]],
+    ) -> Result<()> {
         let mut meta = {
             let g = super::rlock(&entry.state);
             g.as_ref().ok_or(StoreError::UnknownDeal(deal))?.meta.clone()
@@ -121,7 +150,7 @@ impl Store {
         if let Some(st) = wlock(&entry.state).as_mut() {
             st.meta = meta;
         }
-        self.feed_upload_stream(deal, &entry, format, log_blocks, start, blocks);
+        self.feed_upload_stream(deal, entry, format, log_blocks, start, blocks);
         Ok(())
     }
 
@@ -208,6 +237,36 @@ impl Store {
     }
 }
 
+/// Longest an upload request waits for the request before it ([`Store::upload_blocks`]).
+pub const UPLOAD_TURN_WAIT: Duration = Duration::from_secs(60);
+
+/// Waits (releasing `op` meanwhile) while `entry` is uploading, fewer than `start`
+/// blocks are in, no other request of the deal waits, its upload epoch is unchanged
+/// and [`UPLOAD_TURN_WAIT`] has not passed; returns `op` held again.
+fn wait_for_turn<'a>(entry: &'a Deal, mut op: MutexGuard<'a, ()>, start: u64) -> MutexGuard<'a, ()> {
+    let received = |e: &Deal| match super::rlock(&e.state).as_ref().map(|st| st.meta.phase) {
+        Some(Phase::Uploading { received }) => Some(received),
+        _ => None,
+    };
+    if !received(entry).is_some_and(|r| r < start) || entry.upload_waiting.swap(true, Ordering::AcqRel) {
+        return op;
+    }
+    let epoch = entry.upload_epoch.load(Ordering::Acquire);
+    let deadline = Instant::now() + UPLOAD_TURN_WAIT;
+    while received(entry).is_some_and(|r| r < start) && entry.upload_epoch.load(Ordering::Acquire) == epoch {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        op = match entry.upload_turn.wait_timeout(op, left) {
+            Ok((g, _)) => g,
+            Err(e) => e.into_inner().0,
+        };
+    }
+    entry.upload_waiting.store(false, Ordering::Release);
+    op
+}
+
 /// All of U (with a pending update applied), read in pieces of at most
 /// [`MAX_READ_BYTES`].
 pub(crate) fn read_u_chunked(st: &DealState, n: u64) -> Result<Vec<Vec<u8>>> {
@@ -238,5 +297,73 @@ mod space {
             .filter_map(|n| std::fs::metadata(dir.join(n)).ok())
             .map(|m| m.len())
             .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::StoreConfig;
+    use alloy_primitives::Address;
+
+    const DEAL: u64 = 4;
+
+    fn uploading(dir: &std::path::Path) -> Store {
+        let store = Store::open(dir, StoreConfig::default()).unwrap();
+        let params = DealParams { deal: DEAL, owner: Address::repeat_byte(1), num_blocks: 32, block_bytes: 16 };
+        store.upload_begin(params, 1).unwrap();
+        store
+    }
+
+    fn blocks(from: u8, count: usize) -> Vec<Vec<u8>> {
+        (0..count).map(|i| vec![from.wrapping_add(i as u8); 16]).collect()
+    }
+
+    /// Sends blocks 13.. (nonce 3) on another thread, waits until it waits for its
+    /// turn, and returns its handle.
+    fn later_request_waiting(store: &Arc<Store>) -> std::thread::JoinHandle<Result<()>> {
+        let s = Arc::clone(store);
+        let later = std::thread::spawn(move || s.upload_blocks(DEAL, 3, 13, blocks(13, 19), &[[3; 32]; 19]));
+        let entry = store.deal(DEAL).unwrap();
+        // Liveness only: the thread reaches the wait at once on any machine.
+        for _ in 0..600_000 {
+            if entry.upload_waiting.load(Ordering::Acquire) || later.is_finished() {
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        assert!(entry.upload_waiting.load(Ordering::Acquire), "the later request does not wait for its turn");
+        later
+    }
+
+    /// Two requests in flight, the later first: it waits for the earlier one, then both
+    /// are stored in order and the upload finishes.
+    #[test]
+    fn a_request_that_arrives_before_its_predecessor_waits_for_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(uploading(dir.path()));
+        let later = later_request_waiting(&store);
+        store.upload_blocks(DEAL, 2, 0, blocks(0, 13), &[[2; 32]; 13]).unwrap();
+        later.join().unwrap().unwrap();
+        assert_eq!(store.view(DEAL).unwrap().phase, Phase::Uploading { received: 32 });
+        store.upload_finish(DEAL, 4).unwrap();
+        for i in [0u64, 12, 13, 31] {
+            assert_eq!(store.read(DEAL, i).unwrap().0, vec![i as u8; 16]);
+        }
+    }
+
+    /// The earlier request fails (a block of the wrong size): the waiting one stops
+    /// waiting and is refused, and the upload goes on from the blocks stored.
+    #[test]
+    fn a_waiting_request_is_refused_when_its_predecessor_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(uploading(dir.path()));
+        let later = later_request_waiting(&store);
+        let mut bad = blocks(0, 13);
+        bad[5].push(0);
+        assert!(matches!(store.upload_blocks(DEAL, 2, 0, bad, &[[2; 32]; 13]), Err(StoreError::BlockSize { .. })));
+        assert!(matches!(later.join().unwrap(), Err(StoreError::Range(_))));
+        store.upload_blocks(DEAL, 5, 0, blocks(0, 32), &[[2; 32]; 32]).unwrap();
+        store.upload_finish(DEAL, 6).unwrap();
     }
 }
