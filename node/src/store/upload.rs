@@ -248,7 +248,7 @@ fn wait_for_turn<'a>(entry: &'a Deal, mut op: MutexGuard<'a, ()>, start: u64) ->
         Some(Phase::Uploading { received }) => Some(received),
         _ => None,
     };
-    if !received(entry).is_some_and(|r| r < start) || entry.upload_waiting.swap(true, Ordering::AcqRel) {
+    if received(entry).is_none_or(|r| r >= start) || entry.upload_waiting.swap(true, Ordering::AcqRel) {
         return op;
     }
     let epoch = entry.upload_epoch.load(Ordering::Acquire);
