@@ -86,24 +86,7 @@ impl CStream {
             return Err(CStreamError::BlockBytes { got: b.len(), expected: format.block_bytes() });
         }
         let first = self.check_range(start, blocks.len())?;
-        let (x, y) = self.run.split_at_mut((1usize << self.log_blocks) * width);
-        let end = first + blocks.len();
-        let (log_blocks, w) = (self.log_blocks, self.w);
-        x[first * width..end * width]
-            .par_chunks_mut(width)
-            .zip(y[first * width..end * width].par_chunks_mut(width))
-            .zip(blocks.par_iter())
-            .enumerate()
-            .try_for_each(|(k, ((xb, yb), block))| {
-                let r = first + k;
-                format.record_into(r as u64, block, xb, to_montgomery)?;
-                yb.copy_from_slice(xb);
-                dpor_butterfly::scale(yb, to_u64(w.pow([bit_reverse(r as u64, log_blocks)])));
-                Ok::<(), BlockError>(())
-            })
-            .map_err(|e| CStreamError::Record(e.to_string()))?;
-        self.transform_completed(first, end);
-        Ok(())
+        self.fill(first, blocks.len(), |k, xb| format.record_into((first + k) as u64, &blocks[k], xb, to_montgomery))
     }
 
     /// Pushes records (`blocks × width` elements, flat) of blocks `start..` in index
@@ -118,22 +101,38 @@ impl CStream {
         }
         let count = records.len() / width;
         let first = self.check_range(start, count)?;
+        self.fill(first, count, |k, xb| {
+            for (xe, e) in xb.iter_mut().zip(&records[k * width..(k + 1) * width]) {
+                *xe = to_montgomery(*e);
+            }
+            Ok(())
+        })
+    }
+
+    /// Blocks `first..first + count` (checked by the caller): X block `first + k` set
+    /// by `x_of(k, block)` on every core, Y block as that times w^{ψ_k(first + k)}, then
+    /// every aligned group they complete transformed.
+    fn fill(
+        &mut self,
+        first: usize,
+        count: usize,
+        x_of: impl Fn(usize, &mut [u64]) -> Result<(), BlockError> + Sync + Send,
+    ) -> Result<(), CStreamError> {
+        let width = self.width;
         let end = first + count;
         let (log_blocks, w) = (self.log_blocks, self.w);
         let (x, y) = self.run.split_at_mut((1usize << log_blocks) * width);
         x[first * width..end * width]
             .par_chunks_mut(width)
             .zip(y[first * width..end * width].par_chunks_mut(width))
-            .zip(records.par_chunks(width))
             .enumerate()
-            .for_each(|(k, ((xb, yb), rec))| {
-                for ((xe, ye), e) in xb.iter_mut().zip(yb.iter_mut()).zip(rec) {
-                    let word = to_montgomery(*e);
-                    *xe = word;
-                    *ye = word;
-                }
+            .try_for_each(|(k, (xb, yb))| {
+                x_of(k, xb)?;
+                yb.copy_from_slice(xb);
                 dpor_butterfly::scale(yb, to_u64(w.pow([bit_reverse((first + k) as u64, log_blocks)])));
-            });
+                Ok::<(), BlockError>(())
+            })
+            .map_err(|e| CStreamError::Record(e.to_string()))?;
         self.transform_completed(first, end);
         Ok(())
     }

@@ -159,6 +159,7 @@ impl Store {
     fn feed_upload_stream(&self, deal: u64, entry: &Deal, format: BlockFormat, log_blocks: u32, start: u64, blocks: Vec<Vec<u8>>) {
         let mut slot = lock(&entry.upload_stream);
         if start == 0 {
+            // The old stream's reservation is released before the new one is taken.
             *slot = None;
             let budget = self.config.upload_stream_bytes.unwrap_or(upload_stream::DEFAULT_UPLOAD_STREAM_BYTES);
             *slot = CStream::buffer_bytes(log_blocks, format.width())
@@ -365,5 +366,18 @@ mod tests {
         assert!(matches!(later.join().unwrap(), Err(StoreError::Range(_))));
         store.upload_blocks(DEAL, 5, 0, blocks(0, 32), &[[2; 32]; 32]).unwrap();
         store.upload_finish(DEAL, 6).unwrap();
+    }
+
+    /// At most one request per deal waits: a second early one is refused at once
+    /// (an owner cannot hold the node's threads with many), and as a failed request
+    /// of the upload it also ends the first one's wait.
+    #[test]
+    fn a_second_early_request_does_not_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(uploading(dir.path()));
+        let later = later_request_waiting(&store);
+        assert!(matches!(store.upload_blocks(DEAL, 9, 20, blocks(20, 2), &[[9; 32]; 2]), Err(StoreError::Range(_))));
+        assert!(matches!(later.join().unwrap(), Err(StoreError::Range(_))));
+        assert_eq!(store.view(DEAL).unwrap().phase, Phase::Uploading { received: 0 });
     }
 }
