@@ -4,7 +4,8 @@
 #                           $size; refused, before anything starts, below MIN bytes
 #   demo_workdir            .demo/run-<pid>/ and the cleanup that stops every process started
 #   demo_build              npm toolchain (Foundry, solc) + release binaries (DEMO_PROFILE), copied into
-#                           .demo/run-<pid>/bin: $dpor, $node_bin, $beacon_bin
+#                           .demo/run-<pid>/bin: $dpor, $node_bin, $beacon_bin (DEMO_BIN_DIR:
+#                           binaries already built, a testing build of dpor-node; none built)
 #   demo_chain              anvil + DrandBeacon + Deploy: $rpc, $token, $market, $manifest
 # and then uses the helpers (say/info/fail, value and chain helpers, launch_node).
 # Knobs: DEMO_UPLOAD_SECONDS (deal upload window, s; default 1 day, the floor),
@@ -89,29 +90,39 @@ demo_build() {
   local profile="${DEMO_PROFILE:-release}" out=release
   [ "$profile" = release ] || out=debug
   [ "$profile" = release ] || [ "$profile" = test ] || fail "DEMO_PROFILE must be release or test (got $profile)"
-  say "cargo build --profile $profile (dpor-node with its testing switches, dpor)"
-  # Feature `testing` adds the node's cheat modes (`misbehave`); the demo's node uses them.
-  cargo build --profile "$profile" --locked -p dpor-node -p dpor-cli -p dpor-beacon --features dpor-node/testing \
-    || fail "cargo build --profile $profile failed"
+  local bins="${CARGO_TARGET_DIR:-$root/target}/$out"
+  if [ -n "${DEMO_BIN_DIR:-}" ]; then
+    # DEMO_BIN_DIR: binaries already built (script/test passes those its `cargo test
+    # --workspace --features dpor-node/testing` built), so nothing compiles here. A
+    # `cargo build` of these three packages would build them again: cargo unifies
+    # features over the packages a command selects, so its units differ from the test's.
+    bins="$DEMO_BIN_DIR"
+    say "binaries from DEMO_BIN_DIR=$bins (not built here)"
+  else
+    say "cargo build --profile $profile (dpor-node with its testing switches, dpor)"
+    # Feature `testing` adds the node's cheat modes (`misbehave`); the demo's node uses them.
+    cargo build --profile "$profile" --locked -p dpor-node -p dpor-cli -p dpor-beacon --features dpor-node/testing \
+      || fail "cargo build --profile $profile failed"
+  fi
   # The binaries just built are copied into the run directory at once and only the copies
   # are run: the shared target directory may be rebuilt meanwhile (a plain release build
   # drops the node's testing modes, a half-finished one leaves no binary at all). A copy
   # is a hard link where it can be (no disk of its own, 80 MB each otherwise): cargo and
   # the linker replace a binary by a new file, never rewrite it in place, so the link
   # keeps the bytes built here.
-  local target="${CARGO_TARGET_DIR:-$root/target}" b
+  local b
   mkdir -p "$work/bin"
   for b in dpor-node dpor dpor-beacon; do
-    [ -f "$target/$out/$b" ] || fail "no $target/$out/$b after the build"
-    ln -f "$target/$out/$b" "$work/bin/$b" 2>/dev/null || cp "$target/$out/$b" "$work/bin/$b" \
-      || fail "cannot copy $target/$out/$b into $work/bin"
+    [ -f "$bins/$b" ] || fail "no $bins/$b after the build"
+    ln -f "$bins/$b" "$work/bin/$b" 2>/dev/null || cp "$bins/$b" "$work/bin/$b" \
+      || fail "cannot copy $bins/$b into $work/bin"
   done
   node_bin="$work/bin/dpor-node"
   dpor="$work/bin/dpor"
   beacon_bin="$work/bin/dpor-beacon"
   # (`--misbehave` is hidden from --help; a testing build names its modes for a bad one.)
   case "$("$node_bin" run --misbehave '?' 2>&1 || true)" in *commit-wrong*) true ;; *) false ;; esac \
-    || fail "$target/$out/dpor-node was rebuilt without its testing modes before the demo copied it; run the demo again"
+    || fail "$bins/dpor-node has no testing modes (rebuilt without them before the demo copied it, or a DEMO_BIN_DIR of a normal build); run the demo again"
   info "binaries copied to $work/bin (the demo runs these copies)"
 }
 

@@ -20,7 +20,11 @@
 //! directory is. Cargo has released the build lock by the time tests run. The
 //! dev-dependency on dpor-node stays: it makes `cargo test -p dpor-cli` fail to
 //! compile, early and clearly, when the node does not build. `DPOR_NODE_BIN`
-//! overrides all of this with a given binary.
+//! overrides all of this with a given binary: script/test sets it to the node its
+//! `cargo test --workspace --features dpor-node/testing` built, so nothing compiles
+//! there. The inner cargo runs without the package variables cargo sets for a test
+//! process (`CARGO_MANIFEST_DIR`, `CARGO_PKG_*`, …): build scripts that track them
+//! (ring's) would otherwise see them changed and rebuild ring, libp2p and the node.
 //!
 //! **`DPOR_E2E_HAND_PROVIDER=1`** (off by default): the harness does the provider's
 //! chain part itself (registers the node's addresses and accepts each deal with the
@@ -64,12 +68,20 @@ pub fn node_bin() -> PathBuf {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = std::process::Command::new(cargo);
         // Feature `testing`: the node's cheat modes (`--misbehave`), which tests use.
-        // script/test builds the same (profile, features) first, so this is a no-op there.
         cmd.args(["build", "-p", "dpor-node", "--bin", "dpor-node", "--features", "testing", "--message-format=json-render-diagnostics"]);
         if release {
             cmd.arg("--release");
         } else {
             cmd.args(["--profile", "test"]);
+        }
+        for (key, _) in std::env::vars_os() {
+            let key = key.to_string_lossy();
+            if ["CARGO_MANIFEST_", "CARGO_PKG_", "CARGO_CRATE_", "CARGO_BIN_", "CARGO_PRIMARY_PACKAGE", "CARGO_TARGET_TMPDIR"]
+                .iter()
+                .any(|p| key.starts_with(p))
+            {
+                cmd.env_remove(key.as_ref());
+            }
         }
         cmd.current_dir(env!("CARGO_MANIFEST_DIR")).stdout(Stdio::piped()).stderr(Stdio::inherit());
         eprintln!("e2e: building the node binary: {cmd:?}");
