@@ -316,10 +316,13 @@ pub fn keccak256_many_prefixed(prefix: u8, min_len: usize, inputs: &[&[u8]], out
 /// If `out` and `inputs` differ in length (a caller's bug).
 pub fn keccak256_many_prefixed_with(backend: Backend, prefix: u8, min_len: usize, inputs: &[&[u8]], out: &mut [[u8; 32]]) {
     assert_eq!(inputs.len(), out.len(), "keccak256_many_prefixed: one output per input");
-    let n = inputs.len();
+    // Inputs before `i` are hashed in lanes (x86-64 only; elsewhere every input goes
+    // through the path below).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
     let mut i = 0;
     #[cfg(target_arch = "x86_64")]
     if backend == Backend::Avx512 && backend.supported() {
+        let n = inputs.len();
         let fits = |x: &&[u8]| x.len().saturating_add(1).max(min_len) <= MAX_LANE_INPUT;
         while i + 8 <= n && inputs[i..i + 8].iter().all(fits) {
             let group: [&[u8]; 8] = std::array::from_fn(|l| inputs[i + l]);
