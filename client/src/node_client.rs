@@ -10,7 +10,7 @@ use alloy_primitives::{Address, B256};
 use anyhow::{anyhow, bail, Context};
 use dpor_proto::messages::{
     owner_request_hash, DealStatus, ErrorCode, OwnerOp, Request, Response, Signed, WireDigest, WireError, WireOutcome,
-    WireRun, WireSample, WireStep, WireWrite,
+    WireRun, WireSample, WireStep, WireWrite, WireWriteRoot,
 };
 use dpor_proto::net::{Client, Multiaddr, NetConfig};
 use serde_bytes::ByteBuf;
@@ -243,6 +243,13 @@ pub struct OwnerAuth<'a> {
 impl OwnerAuth<'_> {
     /// The signed request for `op` with `nonce`.
     pub fn sign(&self, nonce: u64, op: &OwnerOp) -> anyhow::Result<Request> {
+        self.sign_with_blocks(nonce, op, Vec::new())
+    }
+
+    /// The signed request for an op that names its blocks by block root
+    /// ([`OwnerOp::UploadByRoots`], [`OwnerOp::WriteBatchByRoots`]), the blocks
+    /// outside the signature in [`Signed::blocks`] (docs/PROTOCOL.md).
+    pub fn sign_with_blocks(&self, nonce: u64, op: &OwnerOp, blocks: Vec<ByteBuf>) -> anyhow::Result<Request> {
         let bytes = op.to_bytes();
         let hash = owner_request_hash(self.chain_id, self.market, self.deal, nonce, &bytes);
         let sig = self.key.sign_hash_sync(&hash).context("signing the request")?;
@@ -251,6 +258,7 @@ impl OwnerAuth<'_> {
             nonce,
             op: ByteBuf::from(bytes),
             signature: ByteBuf::from(sig.as_bytes().to_vec()),
+            blocks,
         }))
     }
 }
@@ -284,6 +292,46 @@ impl NodeClient {
         match self.call(auth.sign(nonce, &OwnerOp::WriteBatch { writes })?).await.context("owner write-batch")? {
             Response::WrittenBatch { count, root_u, runs } => Ok(WrittenBatch { count, root_u, runs }),
             other => unexpected("write-batch", &other),
+        }
+    }
+
+    /// A batch of writes signed over block roots ([`OwnerOp::WriteBatchByRoots`]):
+    /// `writes` are (index, block, block root, σ̃_U), the roots the caller's own
+    /// (`merkle::block_roots` of the blocks; a wrong one is refused `Unauthorized`).
+    /// Answer: as [`NodeClient::write_batch`].
+    pub async fn write_batch_by_roots(
+        &self,
+        auth: &OwnerAuth<'_>,
+        nonce: u64,
+        writes: Vec<(u64, Vec<u8>, B256, B256)>,
+    ) -> anyhow::Result<WrittenBatch> {
+        let (ops, blocks): (Vec<WireWriteRoot>, Vec<ByteBuf>) = writes
+            .into_iter()
+            .map(|(index, block, root, sealed_u)| (WireWriteRoot { index, root, sealed_u }, ByteBuf::from(block)))
+            .unzip();
+        let request = auth.sign_with_blocks(nonce, &OwnerOp::WriteBatchByRoots { writes: ops }, blocks)?;
+        match self.call(request).await.context("owner write-batch-by-roots")? {
+            Response::WrittenBatch { count, root_u, runs } => Ok(WrittenBatch { count, root_u, runs }),
+            other => unexpected("write-batch-by-roots", &other),
+        }
+    }
+
+    /// Upload blocks `start..` signed over their block roots
+    /// ([`OwnerOp::UploadByRoots`]): `roots` and `sealed_u` one per block, the roots
+    /// the caller's own (`merkle::block_roots`). Answer: `Accepted`.
+    pub async fn upload_by_roots(
+        &self,
+        auth: &OwnerAuth<'_>,
+        nonce: u64,
+        start: u64,
+        blocks: Vec<ByteBuf>,
+        roots: Vec<B256>,
+        sealed_u: Vec<B256>,
+    ) -> anyhow::Result<()> {
+        let request = auth.sign_with_blocks(nonce, &OwnerOp::UploadByRoots { start, roots, sealed_u }, blocks)?;
+        match self.call(request).await.context("owner upload-by-roots")? {
+            Response::Accepted => Ok(()),
+            other => unexpected("upload-by-roots", &other),
         }
     }
 

@@ -260,6 +260,17 @@ impl NodeHandler {
         }
     }
 
+    /// After a committed batch: U's files are updated off the answer's path (issue 23
+    /// #2); a failure is retried by the next write.
+    fn apply_pending_later(&self, deal: u64) {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = store.apply_pending_updates(deal) {
+                tracing::warn!(deal, "batch committed, U files not yet updated (the next write retries): {e}");
+            }
+        });
+    }
+
     async fn public(&self, request: Request) -> Result<Response, Fail> {
         match request {
             Request::Status { deal } => {
@@ -463,9 +474,14 @@ impl NodeHandler {
     }
 
     async fn owner(&self, signed: Signed, info: &mut OpInfo) -> Result<Response, Fail> {
-        let Signed { deal, nonce, op, signature } = signed;
+        let Signed { deal, nonce, op, signature, blocks } = signed;
         let parsed = OwnerOp::from_bytes(&op).map_err(|e| Fail::new(ErrorCode::Malformed, format!("owner op: {e}")))?;
-        *info = OpInfo { kind: parsed.kind(), written: crate::metrics::op_block_bytes(&parsed) };
+        let outside: u64 = blocks.iter().map(|b| b.len() as u64).sum();
+        *info = OpInfo { kind: parsed.kind(), written: crate::metrics::op_block_bytes(&parsed) + outside };
+        let by_roots = matches!(parsed, OwnerOp::UploadByRoots { .. } | OwnerOp::WriteBatchByRoots { .. });
+        if !by_roots && !blocks.is_empty() {
+            return Err(Fail::new(ErrorCode::Malformed, format!("a {} request carries no blocks outside its op", parsed.kind())));
+        }
         let owner = self.owner_of(deal, &parsed).await?;
         let signer = recover_owner(self.signer.chain_id(), self.signer.market(), deal, nonce, &op, &signature)
             .map_err(|e| Fail::new(ErrorCode::Unauthorized, e))?;
@@ -476,7 +492,8 @@ impl NodeHandler {
             ));
         }
         tracing::debug!(deal, nonce, op = parsed.kind(), "owner request");
-        let is_write = matches!(parsed, OwnerOp::Write { .. } | OwnerOp::WriteBatch { .. } | OwnerOp::Resize { .. });
+        let is_write =
+            matches!(parsed, OwnerOp::Write { .. } | OwnerOp::WriteBatch { .. } | OwnerOp::WriteBatchByRoots { .. } | OwnerOp::Resize { .. });
         if is_write && self.misbehavior == Misbehavior::DropWrites {
             return Err(Fail::new(ErrorCode::Internal, "TESTING ONLY: write dropped"));
         }
@@ -486,15 +503,16 @@ impl NodeHandler {
             _ => false,
         };
         let kind = parsed.kind();
-        let answer = self.owner_op(deal, nonce, owner, parsed).await;
+        let answer = self.owner_op(deal, nonce, owner, parsed, blocks).await;
         if loses_answer && answer.is_ok() {
             return Err(Fail::new(ErrorCode::Internal, format!("TESTING ONLY: {kind} applied, answer lost")));
         }
         answer
     }
 
-    /// Runs one authenticated owner operation.
-    async fn owner_op(&self, deal: u64, nonce: u64, owner: Address, parsed: OwnerOp) -> Result<Response, Fail> {
+    /// Runs one authenticated owner operation; `blocks` are those an op signed over
+    /// block roots names (empty for the others).
+    async fn owner_op(&self, deal: u64, nonce: u64, owner: Address, parsed: OwnerOp, blocks: Vec<ByteBuf>) -> Result<Response, Fail> {
         match parsed {
             OwnerOp::UploadBegin { num_blocks, block_bytes } => {
                 let chain = self.chain_deal(deal).await?;
@@ -526,6 +544,18 @@ impl NodeHandler {
                 self.blocking(move |s| s.upload_blocks(deal, nonce, start, blocks, &sealed)).await?;
                 Ok(Response::Accepted)
             }
+            OwnerOp::UploadByRoots { start, roots, sealed_u } => {
+                if roots.len() != sealed_u.len() || blocks.len() != roots.len() {
+                    return Err(Fail::new(
+                        ErrorCode::Malformed,
+                        format!("{} blocks, {} block roots and {} checksums", blocks.len(), roots.len(), sealed_u.len()),
+                    ));
+                }
+                let blocks = signed_blocks(blocks, roots.clone()).await?;
+                let sealed: Vec<[u8; 32]> = sealed_u.into_iter().map(|s| s.0).collect();
+                self.blocking(move |s| s.upload_blocks_with_roots(deal, nonce, start, blocks, &sealed, Some(&roots))).await?;
+                Ok(Response::Accepted)
+            }
             OwnerOp::UploadFinish => {
                 let (root_u, c, root_c) = self.blocking(move |s| s.upload_finish(deal, nonce)).await?;
                 tracing::info!(deal, %root_u, %root_c, "upload finished: U and C built");
@@ -544,13 +574,23 @@ impl NodeHandler {
                 let count = writes.len();
                 let out = self.blocking(move |s| s.write_batch(deal, nonce, writes)).await?;
                 tracing::debug!(deal, count, runs = out.runs.len(), "write batch applied");
-                // Committed: U's files are updated off the answer's path (issue 23 #2).
-                let store = self.store.clone();
-                tokio::task::spawn_blocking(move || {
-                    if let Err(e) = store.apply_pending_updates(deal) {
-                        tracing::warn!(deal, "batch committed, U files not yet updated (the next write retries): {e}");
-                    }
-                });
+                self.apply_pending_later(deal);
+                Ok(batch_response(&out))
+            }
+            OwnerOp::WriteBatchByRoots { writes } => {
+                let block_bytes = blocks.first().map(|b| b.len() as u64).unwrap_or(0);
+                check_batch(writes.len() as u64, block_bytes + 48)?;
+                if blocks.len() != writes.len() {
+                    return Err(Fail::new(ErrorCode::Malformed, format!("{} writes but {} blocks", writes.len(), blocks.len())));
+                }
+                let roots: Vec<B256> = writes.iter().map(|w| w.root).collect();
+                let blocks = signed_blocks(blocks, roots.clone()).await?;
+                let writes: Vec<crate::store::BatchWrite> =
+                    writes.into_iter().zip(blocks).map(|(w, block)| (w.index, block, w.sealed_u.0)).collect();
+                let count = writes.len();
+                let out = self.blocking(move |s| s.write_batch_with_roots(deal, nonce, writes, Some(roots))).await?;
+                tracing::debug!(deal, count, runs = out.runs.len(), "write batch applied");
+                self.apply_pending_later(deal);
                 Ok(batch_response(&out))
             }
             OwnerOp::StoreSealed { run, start, sealed } => {
@@ -755,6 +795,25 @@ impl From<StoreError> for Fail {
             _ => ErrorCode::Internal,
         };
         Fail { code, message: e.to_string() }
+    }
+}
+
+/// The blocks of a request signed over block roots, once each block's chunk tree
+/// (hashed on the blocking pool, all cores) gives the root the owner signed for it, in
+/// order; else [`ErrorCode::Unauthorized`] naming the first that does not (the
+/// signature does not cover that block). The caller checked the counts.
+async fn signed_blocks(blocks: Vec<ByteBuf>, roots: Vec<B256>) -> Result<Vec<Vec<u8>>, Fail> {
+    let checked = tokio::task::spawn_blocking(move || {
+        let blocks: Vec<Vec<u8>> = blocks.into_iter().map(ByteBuf::into_vec).collect();
+        let hashed = dpor_core::merkle::block_roots(&blocks);
+        match hashed.iter().zip(&roots).position(|(h, r)| h != r) {
+            None => Ok(blocks),
+            Some(i) => Err(Fail::new(ErrorCode::Unauthorized, format!("block {i} of the request does not hash to the block root the owner signed"))),
+        }
+    });
+    match checked.await {
+        Ok(r) => r,
+        Err(e) => Err(Fail::new(ErrorCode::Internal, format!("hashing the blocks failed: {e}"))),
     }
 }
 

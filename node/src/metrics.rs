@@ -531,7 +531,9 @@ pub fn served_bytes(response: &Response) -> u64 {
     }
 }
 
-/// Block bytes an owner operation carries (upload blocks, a write, a write batch).
+/// Block bytes an owner operation carries inside its op (upload blocks, a write, a
+/// write batch); an op signed over block roots carries its blocks outside (counted by
+/// the caller from `Signed::blocks`).
 pub fn op_block_bytes(op: &OwnerOp) -> u64 {
     match op {
         OwnerOp::UploadBlocks { blocks, .. } => blocks.iter().map(|b| b.len() as u64).sum(),

@@ -69,7 +69,17 @@ impl Fixture {
     fn signed_by(&self, key: &PrivateKeySigner, deal: u64, nonce: u64, op: &OwnerOp) -> Request {
         let bytes = op.to_bytes();
         let sig = key.sign_hash_sync(&owner_request_hash(CHAIN, self.market, deal, nonce, &bytes)).unwrap();
-        Request::Owner(Signed { deal, nonce, op: ByteBuf::from(bytes), signature: ByteBuf::from(sig.as_bytes().to_vec()) })
+        Request::Owner(Signed { deal, nonce, op: ByteBuf::from(bytes), signature: ByteBuf::from(sig.as_bytes().to_vec()), blocks: vec![] })
+    }
+
+    /// The owner's request for an op with `blocks` beside the signature.
+    async fn owner_with_blocks(&mut self, op: OwnerOp, blocks: Vec<Vec<u8>>) -> Response {
+        self.nonce += 1;
+        let mut r = self.signed_by(&self.owner.clone(), 1, self.nonce, &op);
+        if let Request::Owner(signed) = &mut r {
+            signed.blocks = blocks.into_iter().map(ByteBuf::from).collect();
+        }
+        self.client.request(r).await.unwrap()
     }
 
     async fn owner(&mut self, op: OwnerOp) -> Response {
@@ -138,13 +148,14 @@ async fn owner_requests_unsigned_foreign_or_replayed_are_refused_and_change_noth
     let before = f.status().await;
     let write = OwnerOp::Write { index: 1, block: ByteBuf::from(vec![7u8; BETA]), sealed_u: B256::ZERO };
     // Unsigned.
-    let unsigned = Request::Owner(Signed { deal: 1, nonce: 100, op: ByteBuf::from(write.to_bytes()), signature: ByteBuf::new() });
+    let unsigned = Request::Owner(Signed { deal: 1, nonce: 100, op: ByteBuf::from(write.to_bytes()), signature: ByteBuf::new(), blocks: vec![] });
     assert_eq!(code(&f.call(unsigned).await), ErrorCode::Unauthorized);
     // Signed by someone else.
     let mallory = PrivateKeySigner::random();
     assert_eq!(code(&f.call(f.signed_by(&mallory, 1, 100, &write)).await), ErrorCode::Unauthorized);
     // Garbage op bytes.
-    let garbage = Request::Owner(Signed { deal: 1, nonce: 100, op: ByteBuf::from(vec![0xff; 10]), signature: ByteBuf::from(vec![0; 65]) });
+    let garbage =
+        Request::Owner(Signed { deal: 1, nonce: 100, op: ByteBuf::from(vec![0xff; 10]), signature: ByteBuf::from(vec![0; 65]), blocks: vec![] });
     assert_eq!(code(&f.call(garbage).await), ErrorCode::Malformed);
     assert_eq!(f.status().await, before, "refused requests change nothing");
     // A real write, then the very same request replayed.
@@ -222,6 +233,56 @@ async fn wrong_sizes_and_digest_rollback_are_refused() {
     let resized = Digest { version: 3, numBlocks: 2 * N, writeCount: 0, rebuildCount: run.built_at / (2 * N), rootU: root_u, rootC: run_root, levelRoots: vec![], ..digest };
     let op = OwnerOp::CosignResize { digest: WireDigest::from(&resized), price_per_epoch: 1, collateral: 1 };
     assert!(matches!(f.owner(op).await, Response::Cosigned { .. }));
+}
+
+/// Requests signed over block roots (issue 23 #3; PROTOCOL.md): the blocks travel
+/// beside the signature, and one that does not hash to the root the owner signed is
+/// refused `Unauthorized` with nothing stored, as are blocks of the wrong count
+/// (`Malformed`) and blocks beside an op that takes none; the honest requests commit
+/// the rootU the owner computes from its own roots.
+#[tokio::test]
+async fn requests_signed_over_block_roots_need_blocks_that_hash_to_them() {
+    use dpor_core::merkle;
+    let mut f = Fixture::new(None).await;
+    assert_eq!(f.owner(OwnerOp::UploadBegin { num_blocks: N, block_bytes: BETA as u32 }).await, Response::Accepted);
+    let blocks: Vec<Vec<u8>> = (0..N).map(|i| vec![i as u8 + 1; BETA]).collect();
+    let roots = merkle::block_roots(&blocks);
+    let sealed: Vec<[u8; 32]> = (0..N).map(|i| [i as u8; 32]).collect();
+    let sealed_u: Vec<B256> = sealed.iter().map(|s| B256::from(*s)).collect();
+    let upload = OwnerOp::UploadByRoots { start: 0, roots: roots.clone(), sealed_u: sealed_u.clone() };
+    let uploading = |f: &Response| matches!(f, Response::Status(s) if s.phase == dpor_proto::messages::WirePhase::Uploading { received: 0 });
+    // One byte of one block changed after signing.
+    let mut tampered = blocks.clone();
+    tampered[5][0] ^= 1;
+    let r = f.owner_with_blocks(upload.clone(), tampered).await;
+    assert_eq!(code(&r), ErrorCode::Unauthorized);
+    assert!(format!("{r:?}").contains("block 5"), "{r:?}");
+    // Blocks missing, or none at all.
+    assert_eq!(code(&f.owner_with_blocks(upload.clone(), blocks[..N as usize - 1].to_vec()).await), ErrorCode::Malformed);
+    assert_eq!(code(&f.owner(upload.clone()).await), ErrorCode::Malformed);
+    // Blocks beside an op that names none.
+    assert_eq!(code(&f.owner_with_blocks(OwnerOp::UploadFinish, blocks.clone()).await), ErrorCode::Malformed);
+    assert!(uploading(&f.status().await), "refused requests store nothing");
+    assert_eq!(f.owner_with_blocks(upload, blocks.clone()).await, Response::Accepted);
+    let Response::Committed { root_u, .. } = f.owner(OwnerOp::UploadFinish).await else { panic!("upload finish") };
+    let mut tree = merkle::u_tree_of_roots(&roots, &sealed).unwrap();
+    assert_eq!(root_u, tree.root(), "the node's rootU from the blocks equals the owner's from its roots");
+
+    // A batch of writes, the same way.
+    let new_block = vec![0xeeu8; BETA];
+    let new_root = merkle::block_root(&new_block);
+    let batch = OwnerOp::WriteBatchByRoots {
+        writes: vec![dpor_proto::messages::WireWriteRoot { index: 2, root: new_root, sealed_u: B256::repeat_byte(7) }],
+    };
+    let before = f.status().await;
+    assert_eq!(code(&f.owner_with_blocks(batch.clone(), vec![vec![0xefu8; BETA]]).await), ErrorCode::Unauthorized);
+    assert_eq!(code(&f.owner_with_blocks(batch.clone(), vec![new_block.clone(), new_block.clone()]).await), ErrorCode::Malformed);
+    assert_eq!(f.status().await, before, "refused batches change nothing");
+    let r = f.owner_with_blocks(batch, vec![new_block.clone()]).await;
+    let Response::WrittenBatch { count, root_u, .. } = r else { panic!("batch: {r:?}") };
+    tree.set_leaves(&[(2, merkle::u_leaf(2, &new_root, &[7u8; 32]))]).unwrap();
+    assert_eq!((count, root_u), (1, tree.root()));
+    assert!(matches!(f.call(Request::Read { deal: 1, index: 2 }).await, Response::Block { block, .. } if block.as_ref() == new_block.as_slice()));
 }
 
 #[tokio::test]

@@ -374,6 +374,15 @@ pub struct Signed {
     /// 65-byte ECDSA signature (r ‖ s ‖ v) by the deal's owner over
     /// [`owner_request_hash`].
     pub signature: ByteBuf,
+    /// The blocks of an op that names them by their block roots
+    /// ([`OwnerOp::UploadByRoots`], [`OwnerOp::WriteBatchByRoots`]), in the op's order,
+    /// β bytes each: outside the signature, bound to it by their roots (the node
+    /// hashes each block's chunk tree, which it needs for U anyway, and refuses the
+    /// request unless every root matches; issue 23 #3). Empty for every other op (the
+    /// node refuses blocks there), and absent from the encoding when empty, so a
+    /// request of an older client encodes as before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocks: Vec<ByteBuf>,
 }
 
 /// The hash an owner signs for a request: keccak256 of
@@ -436,6 +445,20 @@ pub enum OwnerOp {
         /// σ̃_U of each block (32 bytes each).
         sealed_u: Vec<B256>,
     },
+    /// Init, signed over block roots (issue 23 #3): as [`OwnerOp::UploadBlocks`], but
+    /// the op names each block by its block root (`merkle::block_root`, the root of its
+    /// chunk tree) and the blocks travel in [`Signed::blocks`]. The signed hash then
+    /// covers 64 bytes per block instead of β; both sides hash every block's chunk
+    /// tree anyway (the owner for rootU, the node for U's leaves). Answer:
+    /// [`Response::Accepted`].
+    UploadByRoots {
+        /// Index of the first block.
+        start: u64,
+        /// The block root of each block, in order.
+        roots: Vec<B256>,
+        /// σ̃_U of each block (32 bytes each).
+        sealed_u: Vec<B256>,
+    },
     /// Init: all N blocks are in; build U's tree, C and C's tree. Answer:
     /// [`Response::Committed`].
     UploadFinish,
@@ -456,6 +479,14 @@ pub enum OwnerOp {
     WriteBatch {
         /// The writes, in order (an index may repeat: the last value stays in U).
         writes: Vec<WireWrite>,
+    },
+    /// A batch of writes signed over block roots (issue 23 #3): as
+    /// [`OwnerOp::WriteBatch`], each write `(i, block root, σ̃_U)`, the blocks in
+    /// [`Signed::blocks`] in the same order. Same limit and answer
+    /// ([`Response::WrittenBatch`]).
+    WriteBatchByRoots {
+        /// The writes, in order (an index may repeat: the last value stays in U).
+        writes: Vec<WireWriteRoot>,
     },
     /// Store the owner's σ̃ for positions `start..` of a live run. Answer:
     /// [`Response::Accepted`].
@@ -521,11 +552,14 @@ impl OwnerOp {
         ciborium::from_reader(bytes).map_err(|e| e.to_string())
     }
 
-    /// A short name for logs.
+    /// A short name for logs and metrics' `kind` label: an op signed over block roots
+    /// has the name of the op it stands for (`upload-blocks`, `write-batch`), so
+    /// dashboards and alerts keep counting the same operations.
     pub fn kind(&self) -> &'static str {
         match self {
             OwnerOp::UploadBegin { .. } => "upload-begin",
-            OwnerOp::UploadBlocks { .. } => "upload-blocks",
+            OwnerOp::UploadBlocks { .. } | OwnerOp::UploadByRoots { .. } => "upload-blocks",
+            OwnerOp::WriteBatchByRoots { .. } => "write-batch",
             OwnerOp::UploadFinish => "upload-finish",
             OwnerOp::Write { .. } => "write",
             OwnerOp::WriteBatch { .. } => "write-batch",
@@ -544,6 +578,18 @@ pub struct WireWrite {
     pub index: u64,
     /// The new block, β bytes.
     pub block: ByteBuf,
+    /// Its σ̃_U.
+    pub sealed_u: B256,
+}
+
+/// One write of an [`OwnerOp::WriteBatchByRoots`]: its block travels in
+/// [`Signed::blocks`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireWriteRoot {
+    /// Block index, < N.
+    pub index: u64,
+    /// The new block's block root (`merkle::block_root`).
+    pub root: B256,
     /// Its σ̃_U.
     pub sealed_u: B256,
 }
@@ -795,7 +841,8 @@ pub enum Response {
         /// σ̃ per position.
         sealed: Vec<Option<B256>>,
     },
-    /// For [`OwnerOp::UploadBegin`], [`OwnerOp::UploadBlocks`], [`OwnerOp::StoreSealed`].
+    /// For [`OwnerOp::UploadBegin`], [`OwnerOp::UploadBlocks`], [`OwnerOp::UploadByRoots`],
+    /// [`OwnerOp::StoreSealed`].
     Accepted,
     /// For [`OwnerOp::UploadFinish`]: the roots the node committed to.
     Committed {
@@ -817,7 +864,7 @@ pub enum Response {
         /// The new rootU.
         root_u: B256,
     },
-    /// For [`OwnerOp::WriteBatch`].
+    /// For [`OwnerOp::WriteBatch`] and [`OwnerOp::WriteBatchByRoots`].
     WrittenBatch {
         /// Writes applied.
         count: u64,
@@ -918,8 +965,43 @@ mod tests {
         assert_eq!(OwnerOp::from_bytes(&op.to_bytes()).unwrap(), op);
         assert!(OwnerOp::from_bytes(&[0xff, 0x00]).is_err());
         let signed =
-            Request::Owner(Signed { deal: 1, nonce: 2, op: ByteBuf::from(op.to_bytes()), signature: ByteBuf::from(vec![0u8; 65]) });
+            Request::Owner(Signed { deal: 1, nonce: 2, op: ByteBuf::from(op.to_bytes()), signature: ByteBuf::from(vec![0u8; 65]), blocks: vec![] });
         round_trip(&signed);
+    }
+
+    /// A request without blocks encodes exactly as before the field existed (an older
+    /// node reads it), and one with blocks round-trips with them.
+    #[test]
+    fn signed_blocks_are_absent_when_empty() {
+        #[derive(Serialize)]
+        struct OldSigned {
+            deal: u64,
+            nonce: u64,
+            op: ByteBuf,
+            signature: ByteBuf,
+        }
+        let op = ByteBuf::from(OwnerOp::UploadFinish.to_bytes());
+        let sig = ByteBuf::from(vec![7u8; 65]);
+        let new = Signed { deal: 1, nonce: 2, op: op.clone(), signature: sig.clone(), blocks: vec![] };
+        let old = OldSigned { deal: 1, nonce: 2, op, signature: sig };
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        ciborium::into_writer(&new, &mut a).unwrap();
+        ciborium::into_writer(&old, &mut b).unwrap();
+        assert_eq!(a, b);
+        let decoded: Signed = ciborium::from_reader(b.as_slice()).unwrap();
+        assert_eq!(decoded, new);
+        let op = OwnerOp::WriteBatchByRoots {
+            writes: vec![WireWriteRoot { index: 2, root: B256::repeat_byte(3), sealed_u: B256::repeat_byte(4) }],
+        };
+        assert_eq!(OwnerOp::from_bytes(&op.to_bytes()).unwrap(), op);
+        let with = Signed {
+            deal: 1,
+            nonce: 3,
+            op: ByteBuf::from(op.to_bytes()),
+            signature: ByteBuf::from(vec![0u8; 65]),
+            blocks: vec![ByteBuf::from(vec![5u8; 64])],
+        };
+        round_trip(&Request::Owner(with));
     }
 
     #[test]

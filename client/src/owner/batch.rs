@@ -27,8 +27,7 @@ use dpor_core::field::Fp;
 use dpor_core::merkle;
 use dpor_core::state::{write_step, WriteStep};
 use dpor_core::{RunId, RunTag};
-use dpor_proto::messages::{batch_len, Response, WireRun, WireWrite};
-use serde_bytes::ByteBuf;
+use dpor_proto::messages::{batch_len, Response, WireRun};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// What a batch of writes did.
@@ -243,16 +242,15 @@ pub async fn write_batch_resizing(
         let keep = state.block_cache_levels;
         tokio::task::spawn_blocking(move || local_levels::advance(prev, &format, start, &writes, keep, HASHED_LEVELS))
     });
-    let wire: Vec<WireWrite> = blocks
-        .into_iter()
-        .map(|(index, block, _, sealed)| WireWrite { index, block: ByteBuf::from(block), sealed_u: B256::from(sealed) })
-        .collect();
+    // Signed over the block roots, the blocks beside the signature (issue 23 #3).
+    let wire: Vec<(u64, Vec<u8>, B256, B256)> =
+        blocks.into_iter().zip(roots).map(|((index, block, _, sealed), root)| (index, block, root, B256::from(sealed))).collect();
     let (sent, local) = match local_job {
         Some(job) => {
-            let (sent, local) = tokio::join!(node.write_batch(auth, nonce, wire), job);
+            let (sent, local) = tokio::join!(node.write_batch_by_roots(auth, nonce, wire), job);
             (sent, Some(local))
         }
-        None => (node.write_batch(auth, nonce, wire).await, None),
+        None => (node.write_batch_by_roots(auth, nonce, wire).await, None),
     };
     let mut report = machine::settle(node, auth, state, &BatchRequest { nonce, count }, sent).await?;
     // Committed: the copy now belongs to the new state (a failed job leaves none, and
@@ -686,9 +684,9 @@ impl Request for BatchRequest {
 
     async fn send(&self, node: &NodeClient, auth: &OwnerAuth<'_>, state: &OwnerState) -> anyhow::Result<WrittenBatch> {
         let Some(Pending::WriteBatch { writes, .. }) = &state.pending else { bail!("no batch of writes is pending") };
-        let wire =
-            writes.iter().map(|w| WireWrite { index: w.index, block: ByteBuf::from(w.block.to_vec()), sealed_u: w.sealed_u }).collect();
-        node.write_batch(auth, self.nonce, wire).await
+        let roots = merkle::block_roots(&writes.iter().map(|w| w.block.as_ref()).collect::<Vec<&[u8]>>());
+        let wire = writes.iter().zip(roots).map(|(w, root)| (w.index, w.block.to_vec(), root, w.sealed_u)).collect();
+        node.write_batch_by_roots(auth, self.nonce, wire).await
     }
 
     fn applied(&self, answer: Response) -> anyhow::Result<WrittenBatch> {

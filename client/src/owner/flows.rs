@@ -218,24 +218,22 @@ pub async fn upload(
     let format = state.format()?;
     let keys = Arc::new(state.keys()?);
     let blocks = Arc::new(split_file(file, format.block_bytes(), state.num_blocks)?);
-    // The heavy part of the owner's rootU, every block's chunk tree, on a blocking
-    // thread beside the requests (issue 23: the upload was strictly sequential).
-    let roots = tokio::task::spawn_blocking({
-        let blocks = Arc::clone(&blocks);
-        move || merkle::block_roots(&blocks)
-    });
-    // Each request's σ and σ̃_U on every core, the next request's while this one travels.
+    // Each request's σ, σ̃_U and block roots (the chunk trees: the heavy part of the
+    // owner's rootU, and what the request is signed over) on every core, the next
+    // request's while this one travels (issue 23: the upload was strictly sequential).
+    type Sums = (Vec<([Fp; RHO], [u8; 32])>, Vec<B256>);
     let sums_of = |start: usize, end: usize| {
         let (blocks, keys) = (Arc::clone(&blocks), Arc::clone(&keys));
-        tokio::task::spawn_blocking(move || -> anyhow::Result<Vec<([Fp; RHO], [u8; 32])>> {
+        tokio::task::spawn_blocking(move || -> anyhow::Result<Sums> {
             use rayon::prelude::*;
-            (start..end)
+            let sums = (start..end)
                 .into_par_iter()
                 .map(|i| {
                     let s = keys.checksum(&format.record(i as u64, &blocks[i])?)?;
                     Ok((s, keys.seal_u(i as u64, &blocks[i], &s)))
                 })
-                .collect()
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            Ok((sums, merkle::block_roots(&blocks[start..end])))
         })
     };
     let per = batch_len(format.block_bytes() as u64 + 40) as usize;
@@ -248,11 +246,12 @@ pub async fn upload(
     }
     let mut sigma = Vec::with_capacity(blocks.len() * RHO);
     let mut sealed_u: Vec<[u8; 32]> = Vec::with_capacity(blocks.len());
+    let mut roots: Vec<B256> = Vec::with_capacity(blocks.len());
     // Two requests in flight (issue 23 #2): the node checks and hashes the next while
     // it stores this one (it takes them in order of `start`, `Store::upload_blocks`).
     let mut in_flight = futures::stream::FuturesOrdered::new();
     for (k, &(start, end)) in ranges.iter().enumerate() {
-        let sums = match next.take() {
+        let (sums, these_roots) = match next.take() {
             Some(task) => task.await.context("computing checksums")??,
             None => bail!("the checksums of blocks {start}..{end} were not started"),
         };
@@ -262,14 +261,15 @@ pub async fn upload(
             sigma.extend_from_slice(&s);
             sealed_u.push(sealed);
         }
-        let op = OwnerOp::UploadBlocks {
-            start: start as u64,
-            blocks: blocks[start..end].iter().map(|b| ByteBuf::from(b.clone())).collect(),
-            sealed_u: sealed_u[first_sealed..].iter().map(|s| B256::from(*s)).collect(),
-        };
+        roots.extend_from_slice(&these_roots);
+        // Signed over the block roots, the blocks beside the signature (issue 23 #3).
+        let these_blocks: Vec<ByteBuf> = blocks[start..end].iter().map(|b| ByteBuf::from(b.clone())).collect();
+        let these_sealed: Vec<B256> = sealed_u[first_sealed..].iter().map(|s| B256::from(*s)).collect();
         let nonce = state.next_nonce();
         let bytes = ((end - start) * format.block_bytes()) as u64;
-        in_flight.push_back(async move { node.owner_accepted(auth, nonce, op).await.map(|()| bytes) });
+        in_flight.push_back(async move {
+            node.upload_by_roots(auth, nonce, start as u64, these_blocks, these_roots, these_sealed).await.map(|()| bytes)
+        });
         if in_flight.len() >= UPLOAD_IN_FLIGHT {
             if let Some(done) = in_flight.next().await {
                 let bytes = done?;
@@ -281,7 +281,6 @@ pub async fn upload(
         let bytes = done?;
         bar.inspect(|b| b.inc(bytes));
     }
-    let roots = roots.await.context("hashing the blocks")?;
     let my_root_u = merkle::u_tree_of_roots(&roots, &sealed_u).context("U tree")?.root();
     let expected = code::c_rebuild(&sigma, state.log_blocks(), SIGMA_WIDTH)?;
     // The intent first (durably), then the request.

@@ -40,6 +40,29 @@ impl Store {
     /// [`StoreError::Index`] / [`StoreError::BlockSize`] for any bad write,
     /// [`StoreError::DiskFull`], [`StoreError::Io`], [`StoreError::Corrupt`].
     pub fn write_batch(&self, deal: u64, nonce: u64, writes: Vec<BatchWrite>) -> Result<BatchOutcome> {
+        self.write_batch_with_roots(deal, nonce, writes, None)
+    }
+
+    /// [`Store::write_batch`] with each write's block root (`merkle::block_root`, in
+    /// the writes' order) when the caller has them: a batch signed over roots, whose
+    /// roots the handler checked against the blocks (issue 23 #3). U's new leaves take
+    /// them instead of hashing the blocks again; a wrong length is
+    /// [`StoreError::Range`]. Errors: as [`Store::write_batch`].
+    pub fn write_batch_with_roots(
+        &self,
+        deal: u64,
+        nonce: u64,
+        writes: Vec<BatchWrite>,
+        roots: Option<Vec<alloy_primitives::B256>>,
+    ) -> Result<BatchOutcome> {
+        if let Some(r) = roots.as_ref().filter(|r| r.len() != writes.len()) {
+            return Err(StoreError::Range(format!("{} writes with {} block roots", writes.len(), r.len())));
+        }
+        // Each index's last root, in index order (as U's new leaves below).
+        let final_roots: Option<Vec<alloy_primitives::B256>> = roots.map(|roots| {
+            let last: BTreeMap<u64, alloy_primitives::B256> = writes.iter().map(|(i, _, _)| *i).zip(roots).collect();
+            last.into_values().collect()
+        });
         let entry = self.deal(deal)?;
         let _op = lock(&entry.op);
         self.apply_pending(&entry)?;
@@ -203,11 +226,14 @@ impl Store {
                 // U's new leaves, while the writer finishes: only each index's last value
                 // counts; their block roots are hashed once, on every core, and reused for
                 // U's `u.roots` file below.
-                let u_roots = if looped.is_ok() {
-                    let finals: Vec<&[u8]> = overlay.values().map(|(b, _)| b.as_slice()).collect();
-                    merkle::block_roots(&finals)
-                } else {
-                    Vec::new()
+                let u_roots = match (&looped, final_roots) {
+                    (Err(_), _) => Vec::new(),
+                    // Signed over roots: the handler hashed every block already.
+                    (Ok(()), Some(r)) if r.len() == overlay.len() => r,
+                    (Ok(()), _) => {
+                        let finals: Vec<&[u8]> = overlay.values().map(|(b, _)| b.as_slice()).collect();
+                        merkle::block_roots(&finals)
+                    }
                 };
                 let writer = writer.join().map_err(|_| StoreError::Corrupt("the batch's run writer panicked".into()));
                 looped?;

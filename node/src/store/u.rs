@@ -203,12 +203,17 @@ impl UFiles {
         self.dir.join(NAMES[i])
     }
 
-    /// Writes blocks `start..` with their σ̃ and block roots, then fsyncs. The caller
-    /// checked the shapes (β bytes each, equal lengths, in range).
-    pub(crate) fn write_range(&self, start: u64, blocks: &[Vec<u8>], sealed: &[[u8; 32]]) -> Result<()> {
+    /// Writes blocks `start..` with their σ̃ and block roots, then fsyncs. `roots`: the
+    /// blocks' block roots if the caller has them (in order), else they are hashed
+    /// here (on rayon's pool). The caller checked the shapes (β bytes each, equal
+    /// lengths, in range).
+    pub(crate) fn write_range(&self, start: u64, blocks: &[Vec<u8>], sealed: &[[u8; 32]], roots: Option<&[B256]>) -> Result<()> {
         let data = blocks.concat();
-        // The chunk trees of the blocks, on every core (rayon, in dpor-core).
-        let roots: Vec<u8> = merkle::block_roots(blocks).iter().flat_map(|r| r.0).collect();
+        let roots: Vec<u8> = match roots {
+            Some(r) if r.len() == blocks.len() => r.iter().flat_map(|r| r.0).collect(),
+            // The chunk trees of the blocks, on every core (rayon, in dpor-core).
+            _ => merkle::block_roots(blocks).iter().flat_map(|r| r.0).collect(),
+        };
         let seal: Vec<u8> = sealed.iter().flatten().copied().collect();
         let h = self.files()?;
         let writes = [
