@@ -119,6 +119,8 @@ impl Store {
         out
     }
 
+    // The public call's arguments plus the deal's entry.
+    #[allow(clippy::too_many_arguments)]
     fn upload_blocks_in_turn(
         &self,
         entry: &Deal,
