@@ -283,6 +283,22 @@ async fn requests_signed_over_block_roots_need_blocks_that_hash_to_them() {
     tree.set_leaves(&[(2, merkle::u_leaf(2, &new_root, &[7u8; 32]))]).unwrap();
     assert_eq!((count, root_u), (1, tree.root()));
     assert!(matches!(f.call(Request::Read { deal: 1, index: 2 }).await, Response::Block { block, .. } if block.as_ref() == new_block.as_slice()));
+    // The same index twice in one batch: the later block and its root stay.
+    let (first, second) = (vec![0x11u8; BETA], vec![0x22u8; BETA]);
+    let (r1, r2) = (merkle::block_root(&first), merkle::block_root(&second));
+    let twice = OwnerOp::WriteBatchByRoots {
+        writes: vec![
+            dpor_proto::messages::WireWriteRoot { index: 4, root: r1, sealed_u: B256::repeat_byte(8) },
+            dpor_proto::messages::WireWriteRoot { index: 4, root: r2, sealed_u: B256::repeat_byte(9) },
+        ],
+    };
+    // Blocks in the wrong order are each checked against their own position's root.
+    assert_eq!(code(&f.owner_with_blocks(twice.clone(), vec![second.clone(), first.clone()]).await), ErrorCode::Unauthorized);
+    let r = f.owner_with_blocks(twice, vec![first, second.clone()]).await;
+    let Response::WrittenBatch { count, root_u, .. } = r else { panic!("batch: {r:?}") };
+    tree.set_leaves(&[(4, merkle::u_leaf(4, &r2, &[9u8; 32]))]).unwrap();
+    assert_eq!((count, root_u), (2, tree.root()));
+    assert!(matches!(f.call(Request::Read { deal: 1, index: 4 }).await, Response::Block { block, .. } if block.as_ref() == second.as_slice()));
 }
 
 #[tokio::test]

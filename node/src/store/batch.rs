@@ -60,7 +60,11 @@ impl Store {
         }
         // Each index's last root, in index order (as U's new leaves below).
         let final_roots: Option<Vec<alloy_primitives::B256>> = roots.map(|roots| {
-            let last: BTreeMap<u64, alloy_primitives::B256> = writes.iter().map(|(i, _, _)| *i).zip(roots).collect();
+            let mut last: BTreeMap<u64, alloy_primitives::B256> = BTreeMap::new();
+            for ((index, _, _), root) in writes.iter().zip(roots) {
+                // A later write of the same index replaces the earlier (as `overlay`).
+                last.insert(*index, root);
+            }
             last.into_values().collect()
         });
         let entry = self.deal(deal)?;
