@@ -243,6 +243,11 @@ fn kill_9_rounds_with(max_batch: u64, rounds: usize, defer: u64) {
                 check_state(&store, &replay, round);
                 let posted = v.posted.as_ref().map(|d| d.version).unwrap_or(0);
                 assert!(posted == last_posted || posted == last_posted + 1, "round {round}: posted v{posted}, last printed v{last_posted}");
+                // As for the acks: a digest recorded just before the kill was never
+                // printed, and it is the baseline of the next round (a second such kill
+                // in a row, seen on a loaded machine, would otherwise fail a run that
+                // lost nothing).
+                last_posted = last_posted.max(posted);
                 if let Some(d) = &v.posted {
                     let (root_u, root_c, levels) = &replay.roots[d.total_writes() as usize];
                     assert_eq!((&d.rootU, &d.rootC, &d.levelRoots), (root_u, root_c, levels), "round {round}: posted digest");
