@@ -9,6 +9,9 @@
 //! chain is not on these paths). `DPOR_BENCH_QUICK=1` runs a smaller file;
 //! `DPOR_BENCH_ONLY=batched` stops after the batched writes (for a profiler),
 //! `DPOR_BENCH_ONLY=period` after the whole C-rebuild period that follows them,
+//! `DPOR_BENCH_ONLY=latency` after the single-write latency run that follows that,
+//! `DPOR_BENCH_OWNER_FILE=1` keeps the owner's state in a file, saved at every step as
+//! the `dpor` command's owner does (by default it stays in memory),
 //! `DPOR_BENCH_CHECKPOINT=wait` makes the owner's checkpoints wait for the node's
 //! background builds instead of being postponed past them, and
 //! `DPOR_BENCH_BATCH_WRITES`, `DPOR_BENCH_BATCH`, `DPOR_BENCH_BLOCK_CACHE`, `DPOR_BENCH_DEFER` set
@@ -241,6 +244,9 @@ async fn run(quick: bool) -> String {
 
     let params = DealParams { deal: 1, chain_id, market, provider: Address::ZERO, num_blocks: n, block_bytes: beta as u32, lambda: 128 };
     let mut state = OwnerState::new(params, B256::repeat_byte(7), 16, 0);
+    if std::env::var("DPOR_BENCH_OWNER_FILE").is_ok() {
+        state.path = Some(tmp.path().join("owner.json"));
+    }
     let auth = OwnerAuth { key: &owner_key, chain_id, market, deal: 1 };
     let file: Vec<u8> = (0..file_bytes).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
 
@@ -491,7 +497,8 @@ async fn run(quick: bool) -> String {
     let only_period = std::env::var("DPOR_BENCH_ONLY").as_deref() == Ok("period");
     let mut period_checkpoint_s = 0.0;
     let mut period_cpu0 = cpu_seconds();
-    let (period_mb_s, period_us, period_rebuilds) = if std::env::var("DPOR_BENCH_ONLY").is_ok() && !only_period {
+    let only_latency = std::env::var("DPOR_BENCH_ONLY").as_deref() == Ok("latency");
+    let (period_mb_s, period_us, period_rebuilds) = if std::env::var("DPOR_BENCH_ONLY").is_ok() && !only_period && !only_latency {
         (f64::NAN, f64::NAN, 0)
     } else {
         // The window starts N/2 writes after a C-rebuild (unmeasured writes first), so
@@ -622,6 +629,10 @@ async fn run(quick: bool) -> String {
     let checkpoint_max_ms = checkpoint_max * 1e3;
     server.shutdown().await;
     drop(builder);
+    if only_latency {
+        // For profiling the single-write latency run alone (`DPOR_BENCH_ONLY=latency`).
+        return format!("latency: p50 {lat_p50:.1} ms, p99 {lat_p99:.1} ms, max {lat_max:.0} ms, longest checkpoint {checkpoint_max_ms:.0} ms\n");
+    }
 
     // The plain Merkle store over the same transport, the same writes and batches.
     let plain_dir = tempfile::tempdir().unwrap();
