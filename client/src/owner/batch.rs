@@ -488,6 +488,8 @@ pub async fn verify_deferred(node: &NodeClient, auth: &OwnerAuth<'_>, state: &mu
         _ => None,
     };
     let todo: Vec<(RunEntry, u64)> = state.runs().into_iter().filter(|(e, _)| e.unchecked).map(|(e, s)| (e.clone(), s)).collect();
+    // Runs marked checked since the state was last saved.
+    let mut marked = false;
     for (entry, size) in todo {
         let id = RunId::from(entry.run);
         let level = id.tag.as_level();
@@ -532,6 +534,10 @@ pub async fn verify_deferred(node: &NodeClient, auth: &OwnerAuth<'_>, state: &mu
             if e.chain().any(|c| c.downcast_ref::<Misbehaved>().is_some()) {
                 state.deferred_failure = Some(format!("{e:#}"));
                 state.persist()?;
+            } else if marked {
+                // The runs checked before this one stay checked (best effort: else
+                // they are checked again next time).
+                let _ = state.persist();
             }
             return Err(e);
         }
@@ -548,10 +554,16 @@ pub async fn verify_deferred(node: &NodeClient, auth: &OwnerAuth<'_>, state: &mu
                 state.c_snapshot = None;
                 state.pending = Some(Pending::StoreSealed { run: *run, next: 0, more: vec![] });
                 state.persist()?;
+                marked = false;
                 store_pending_sealed(node, auth, state, &keys).await?;
             }
-            _ => state.persist()?,
+            // Saved once after the loop: a mark lost to a crash only costs a check
+            // again, and the state file is rewritten whole on every save.
+            _ => marked = true,
         }
+    }
+    if marked {
+        state.persist()?;
     }
     Ok(report)
 }
