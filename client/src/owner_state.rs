@@ -21,11 +21,14 @@ use alloy_primitives::{Address, B256};
 use anyhow::Context;
 use dpor_core::checksum::{OwnerKeys, RHO};
 use dpor_core::field::{self, Fp};
-use dpor_core::BlockFormat;
+use dpor_core::{merkle, BlockFormat};
 use dpor_proto::messages::WireRun;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+mod sigma_files;
+pub use sigma_files::sidecars as sigma_sidecars;
 
 /// Default number of smallest levels whose checksums the owner caches: levels
 /// 0..15, at most 2^17·16 bytes = 2 MiB of checksums (N ≤ 2^16 files need no σ̃
@@ -39,9 +42,15 @@ pub struct RunEntry {
     pub run: WireRun,
     /// Its Merkle root, as committed by the node and spot-checked.
     pub root: B256,
-    /// Its checksums σ (size × ρ canonical values), if cached.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Its checksums σ (size × ρ canonical values), if cached. Saved in the checksum
+    /// sidecar [`RunEntry::sigma_file`], never in the JSON (state files of older
+    /// versions, which held them inline, still load).
+    #[serde(default, skip_serializing)]
     pub sigma: Option<Vec<u64>>,
+    /// The checksum sidecar `<state>.sigma.<name>` holding [`RunEntry::sigma`], once
+    /// written (`None` while the σ are in memory only; [`OwnerState::save`] writes them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sigma_file: Option<String>,
     /// Built by a batch of writes whose check is deferred (issue 11 #2): the root is
     /// the node's, not yet spot-checked or recomputed. The owner checks it before it
     /// signs a digest that references it ([`crate::owner::flows::verify_deferred`]).
@@ -55,7 +64,9 @@ pub struct RunEntry {
 pub struct PendingWrite {
     /// Block index.
     pub index: u64,
-    /// The block, β bytes.
+    /// The block, β bytes. Left out of the JSON when the intent's blocks are in the
+    /// recent-writes sidecar (`blocks_in_recent`), and filled from it on load.
+    #[serde(default, skip_serializing_if = "<[u8]>::is_empty")]
     pub block: alloy_primitives::Bytes,
     /// Its σ̃_U.
     pub sealed_u: B256,
@@ -133,6 +144,14 @@ pub enum Pending {
         /// As for [`Pending::Write`].
         #[serde(default, skip_serializing_if = "Option::is_none")]
         rejected: Option<String>,
+        /// When the writes' blocks are in the recent-writes sidecar under the numbers
+        /// total_writes + 1, … ([`OwnerState::record_recent`], made durable before this
+        /// intent), not in the JSON: keccak256 of their block roots in order
+        /// ([`merkle::block_roots`]), which [`OwnerState::load`] checks as it puts them
+        /// back (a resent batch is thus the one the owner prepared, byte for byte).
+        /// `None` in older files and when the owner keeps no block cache.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        recent_blocks: Option<B256>,
     },
     /// UploadFinish with `nonce`: the node must commit `root_u` and C@0, whose
     /// checksums are in the sidecar.
@@ -180,10 +199,6 @@ pub enum Pending {
 /// (total write number counting from 1, block index, block).
 pub type RecentWrite = (u64, u64, Vec<u8>);
 
-/// Magic of the checksum sidecar file (one run; still read).
-const SIGMA_MAGIC: &[u8; 12] = b"dpor-sigma-1";
-/// Magic of the checksum sidecar file holding several runs (a batch).
-const SIGMA_MAGIC_2: &[u8; 12] = b"dpor-sigma-2";
 /// Magic of the recent-writes sidecar (the owner's block cache, App. A.1).
 const RECENT_MAGIC: &[u8; 13] = b"dpor-recent-1";
 /// Magic of the append-only recent-writes sidecar: records (w, i, len, block,
@@ -240,6 +255,11 @@ pub struct OwnerState {
     /// The unfinished request or step, if any (see [`Pending`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending: Option<Pending>,
+    /// The checksum sidecar `<state>.sigma.<name>` holding the stashed checksums of
+    /// the pending runs ([`OwnerState::stash_sigmas`]). `None` in files of older
+    /// versions, whose stash is `<state>.sigma`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stash_file: Option<String>,
     /// Levels below this are verified, when a digest references them, by recomputing
     /// them from the owner's copy of their blocks (App. A.1; [`OwnerState::recent`]),
     /// never spot-checked. 0 (the value in older state files) keeps no blocks.
@@ -327,6 +347,7 @@ impl OwnerState {
             digest_version: 0,
             cache_levels,
             pending: None,
+            stash_file: None,
             block_cache_levels,
             recent: Vec::new(),
             recent_disk: None,
@@ -345,19 +366,75 @@ impl OwnerState {
         let mut state: Self = serde_json::from_str(&text).with_context(|| format!("the owner state {} is corrupt", path.display()))?;
         state.path = Some(path.to_path_buf());
         state.recent = state.load_recent();
+        // The cached checksums, from their sidecars (one read per file).
+        let mut files: BTreeMap<String, sigma_files::RunSigmas> = BTreeMap::new();
+        let entries = state.c.iter_mut().chain(state.levels.iter_mut().flatten());
+        for e in entries.filter(|e| e.sigma.is_none()) {
+            let Some(name) = e.sigma_file.clone() else { continue };
+            if !files.contains_key(&name) {
+                files.insert(name.clone(), sigma_files::read(path, &name)?);
+            }
+            let runs = files.get(&name).map(|r| r.as_slice()).unwrap_or_default();
+            let (_, values) = runs
+                .iter()
+                .find(|(r, _)| *r == e.run)
+                .with_context(|| format!("the checksums file {} has no checksums for run {:?}", sigma_files::path(path, &name).display(), e.run))?;
+            e.sigma = Some(values.clone());
+        }
+        // The pending batch's blocks, from the recent-writes sidecar.
+        let first = state.total_writes() + 1;
+        if let Some(Pending::WriteBatch { writes, recent_blocks: Some(digest), .. }) = &mut state.pending {
+            let by_number: BTreeMap<u64, &RecentWrite> = state.recent.iter().map(|r| (r.0, r)).collect();
+            for (j, w) in writes.iter_mut().enumerate() {
+                let number = first + j as u64;
+                let (_, index, block) = by_number.get(&number).copied().with_context(|| {
+                    format!("the pending batch's write {number} is missing from the recent-writes file (the owner state {} is damaged)", path.display())
+                })?;
+                anyhow::ensure!(*index == w.index, "the recent-writes file holds block {index} as write {number}, the pending batch block {}", w.index);
+                w.block = block.clone().into();
+            }
+            let blocks: Vec<&[u8]> = writes.iter().map(|w| w.block.as_ref()).collect();
+            anyhow::ensure!(
+                blocks_digest(&merkle::block_roots(&blocks)) == *digest,
+                "the pending batch's blocks in the recent-writes file differ from those the owner prepared (the owner state {} is damaged)",
+                path.display()
+            );
+        }
         Ok(state)
     }
 
     /// Saves the state to [`OwnerState::path`], if it has one.
-    pub fn persist(&self) -> anyhow::Result<()> {
-        match &self.path {
-            Some(p) => self.save(p),
+    pub fn persist(&mut self) -> anyhow::Result<()> {
+        match self.path.clone() {
+            Some(p) => self.save(&p),
             None => Ok(()),
         }
     }
 
+    /// The stash file of older versions (one fixed name).
     fn sigma_path(&self) -> Option<PathBuf> {
         self.path.as_ref().map(|p| PathBuf::from(format!("{}.sigma", p.display())))
+    }
+
+    /// The runs' entries whose checksums are cached, C first then ascending ℓ.
+    fn cached_entries_mut(&mut self) -> impl Iterator<Item = &mut RunEntry> {
+        self.c.iter_mut().chain(self.levels.iter_mut().flatten()).filter(|e| e.sigma.is_some())
+    }
+
+    /// The cached checksums of `runs` are those of the current stash (the σ the owner
+    /// predicted and the node's answer was checked against): the stash's sidecar
+    /// becomes theirs, and nothing is written again for them. Call when committing a
+    /// state whose new cached runs were all stashed, before saving it.
+    pub fn adopt_stash(&mut self, runs: &[WireRun]) {
+        let Some(name) = self.stash_file.take() else { return };
+        let stashed: Vec<WireRun> = self.stashed.iter().map(|(r, _)| *r).collect();
+        for e in self.cached_entries_mut().filter(|e| e.sigma_file.is_none() && runs.contains(&e.run)) {
+            // Only what this process stashed is known to be in the file (else written anew).
+            if stashed.contains(&e.run) {
+                e.sigma_file = Some(name.clone());
+            }
+        }
+        self.stashed.clear();
     }
 
     /// Keeps the checksums `sigma` of `run` durably (the sidecar file, fsynced and
@@ -366,85 +443,81 @@ impl OwnerState {
         self.stash_sigmas(&[(run, sigma.to_vec())])
     }
 
-    /// [`OwnerState::stash_sigma`] for several runs at once (a batch).
+    /// [`OwnerState::stash_sigma`] for several runs at once (a batch): a new checksum
+    /// sidecar ([`OwnerState::stash_file`]), named in the state by the next save.
     pub fn stash_sigmas(&mut self, runs: &[(WireRun, Vec<Fp>)]) -> anyhow::Result<()> {
         let values: Vec<(WireRun, Vec<u64>)> = runs.iter().map(|(r, s)| (*r, sigma_to_u64(s))).collect();
-        if let Some(path) = self.sigma_path() {
-            let mut buf = Vec::with_capacity(SIGMA_MAGIC_2.len() + 8 + values.iter().map(|(_, v)| 20 + 8 * v.len()).sum::<usize>() + 32);
-            buf.extend_from_slice(SIGMA_MAGIC_2);
-            buf.extend_from_slice(&(values.len() as u64).to_le_bytes());
-            for (run, v) in &values {
-                buf.extend_from_slice(&run.tag.to_le_bytes());
-                buf.extend_from_slice(&run.built_at.to_le_bytes());
-                buf.extend_from_slice(&(v.len() as u64).to_le_bytes());
-                for x in v {
-                    buf.extend_from_slice(&x.to_le_bytes());
-                }
-            }
-            let check = alloy_primitives::keccak256(&buf);
-            buf.extend_from_slice(check.as_slice());
-            write_durably(&path, &buf)?;
+        if let Some(path) = self.path.clone() {
+            self.stash_file = Some(sigma_files::write(&path, &values)?);
         }
         self.stashed = values;
         Ok(())
     }
 
-    /// The stashed checksums of `run` (memory, else the sidecar file).
+    /// The stashed checksums of `run` (memory, else the stash's sidecar file).
+    /// Errors: no stash, a damaged one, or one without `run`.
     pub fn stashed_sigma(&self, run: WireRun) -> anyhow::Result<Vec<Fp>> {
         if let Some((_, v)) = self.stashed.iter().find(|(r, _)| *r == run) {
             return sigma_from_u64(v);
         }
-        let path = self.sigma_path().context("no checksums kept for the pending run")?;
-        let buf = std::fs::read(&path).with_context(|| format!("cannot read the pending checksums {}", path.display()))?;
-        let bad = || anyhow::anyhow!("the pending checksums file {} is damaged", path.display());
-        if buf.len() < SIGMA_MAGIC.len() + 32 {
-            return Err(bad());
-        }
-        let (body, check) = buf.split_at(buf.len() - 32);
-        if alloy_primitives::keccak256(body).as_slice() != check {
-            return Err(bad());
-        }
-        let u32_at = |o: usize| body.get(o..o + 4).and_then(|b| b.try_into().ok()).map(u32::from_le_bytes);
-        let u64_at = |o: usize| body.get(o..o + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
-        let m = SIGMA_MAGIC.len();
-        let (runs, mut at) = match &body[..m] {
-            x if x == SIGMA_MAGIC => (1u64, m),
-            x if x == SIGMA_MAGIC_2 => (u64_at(m).ok_or_else(bad)?, m + 8),
-            _ => return Err(bad()),
-        };
-        let mut seen = Vec::new();
-        for _ in 0..runs {
-            let got = WireRun { tag: u32_at(at).ok_or_else(bad)?, built_at: u64_at(at + 4).ok_or_else(bad)? };
-            let count = usize::try_from(u64_at(at + 12).ok_or_else(bad)?).map_err(|_| bad())?;
-            let head = at + 20;
-            let end = count.checked_mul(8).and_then(|b| b.checked_add(head)).filter(|e| *e <= body.len()).ok_or_else(bad)?;
-            if got == run {
-                let values: Vec<u64> = (0..count).map(|i| u64_at(head + 8 * i).unwrap_or(u64::MAX)).collect();
-                return sigma_from_u64(&values);
+        let state = self.path.as_deref().context("no checksums kept for the pending run")?;
+        let runs = match &self.stash_file {
+            Some(name) => sigma_files::read(state, name)?,
+            None => {
+                let path = self.sigma_path().context("no checksums kept for the pending run")?;
+                let buf = std::fs::read(&path).with_context(|| format!("cannot read the pending checksums {}", path.display()))?;
+                sigma_files::parse(&buf, None, &path)?
             }
-            seen.push(got);
-            at = end;
+        };
+        match runs.iter().find(|(r, _)| *r == run) {
+            Some((_, v)) => sigma_from_u64(v),
+            None => anyhow::bail!("the pending checksums file is for runs {:?}, not {run:?}", runs.iter().map(|(r, _)| *r).collect::<Vec<_>>()),
         }
-        anyhow::ensure!(at == body.len(), "{}", bad());
-        anyhow::bail!("the pending checksums file is for runs {seen:?}, not {run:?}")
     }
 
     /// Forgets the unfinished request the node definitely refused (nothing of it was
-    /// applied): clears [`OwnerState::pending`], saves the state, then drops the
-    /// stashed checksums. Errors: the state file cannot be written.
+    /// applied): clears [`OwnerState::pending`] and the stash, and saves the state.
+    /// Errors: the state file cannot be written.
     pub fn drop_intent(&mut self) -> anyhow::Result<()> {
         self.pending = None;
-        self.persist()?;
         self.drop_sigma();
-        Ok(())
+        self.persist()
     }
 
-    /// Forgets the stashed checksums (deletes the sidecar).
+    /// Forgets the stashed checksums: the stash of older versions is deleted, a stash
+    /// sidecar at the next save (once no saved state names it).
     pub fn drop_sigma(&mut self) {
         self.stashed.clear();
+        self.stash_file = None;
         if let Some(p) = self.sigma_path() {
             let _ = std::fs::remove_file(p);
         }
+    }
+
+    /// Replaces the block cache's writes numbered above `after` with `writes` (numbered
+    /// `after` + 1, …: (index, block)) and makes them durable in the recent-writes
+    /// sidecar (appended, or the file rewritten when its content is unknown or mostly
+    /// stale) before the intent that names them is saved. Records on disk under the
+    /// same numbers (a refused batch's) are superseded: the last record wins on load.
+    /// Errors: the sidecar cannot be written.
+    pub fn record_recent(&mut self, after: u64, writes: impl IntoIterator<Item = (u64, Vec<u8>)>) -> anyhow::Result<()> {
+        self.recent.retain(|(w, _, _)| *w <= after);
+        let start = self.recent.len();
+        self.recent.extend(writes.into_iter().enumerate().map(|(j, (i, b))| (after + 1 + j as u64, i, b)));
+        let Some(path) = self.recent_path() else { return Ok(()) };
+        let fresh = &self.recent[start..];
+        let last = fresh.iter().map(|r| r.0).max().unwrap_or(after);
+        if let Some((records, through)) = self.recent_disk {
+            if records + fresh.len() as u64 <= 2 * self.recent.len() as u64 + 256 {
+                let mut buf = Vec::with_capacity(fresh.iter().map(|r| 56 + r.2.len()).sum());
+                fresh.iter().for_each(|r| push_recent_record(&mut buf, r));
+                append_durably(&path, &buf)?;
+                self.recent_disk = Some((records + fresh.len() as u64, through.max(last)));
+                return Ok(());
+            }
+        }
+        self.recent_disk = None;
+        self.save_recent()
     }
 
     fn recent_path(&self) -> Option<PathBuf> {
@@ -466,13 +539,7 @@ impl OwnerState {
             if records + fresh.len() as u64 <= 2 * self.recent.len() as u64 + 256 {
                 let mut buf = Vec::new();
                 fresh.iter().for_each(|r| push_recent_record(&mut buf, r));
-                let mut f = std::fs::OpenOptions::new()
-                    .append(true)
-                    .open(&path)
-                    .with_context(|| format!("cannot open {} to append", path.display()))?;
-                use std::io::Write as _;
-                f.write_all(&buf).with_context(|| format!("cannot append to {}", path.display()))?;
-                f.sync_data().with_context(|| format!("cannot fsync {}", path.display()))?;
+                append_durably(&path, &buf)?;
                 self.recent_disk = Some((records + fresh.len() as u64, through.max(last)));
                 return Ok(());
             }
@@ -507,10 +574,44 @@ impl OwnerState {
     }
 
     /// Writes the state file atomically and durably (temp file, fsync, rename, fsync
-    /// of the folder), readable by the owner only.
-    pub fn save(&self, path: &Path) -> anyhow::Result<()> {
-        let text = serde_json::to_string_pretty(self)?;
-        write_durably(path, text.as_bytes())
+    /// of the folder), readable by the owner only, after the checksum sidecars it names
+    /// ([`RunEntry::sigma_file`]: one new sidecar for the cached σ not yet in one); then
+    /// deletes the sidecars it no longer names. From then on the state lives at `path`
+    /// ([`OwnerState::path`]). The blocks of a pending batch stay out of the JSON when
+    /// they are in the recent-writes sidecar beside `path`. Errors: a file cannot be written.
+    pub fn save(&mut self, path: &Path) -> anyhow::Result<()> {
+        let moved = self.path.as_deref() != Some(path);
+        if moved {
+            // Sidecars live beside their state file: write them beside the new one.
+            self.cached_entries_mut().for_each(|e| e.sigma_file = None);
+            self.stash_file = None;
+            if let Some(Pending::WriteBatch { recent_blocks, .. }) = &mut self.pending {
+                *recent_blocks = None;
+            }
+        }
+        let missing: Vec<(WireRun, Vec<u64>)> =
+            self.cached_entries_mut().filter(|e| e.sigma_file.is_none()).filter_map(|e| Some((e.run, e.sigma.clone()?))).collect();
+        if !missing.is_empty() {
+            let name = sigma_files::write(path, &missing)?;
+            for e in self.cached_entries_mut().filter(|e| e.sigma_file.is_none()) {
+                e.sigma_file = Some(name.clone());
+            }
+        }
+        // The JSON, without the blocks the recent-writes sidecar holds.
+        let mut taken = Vec::new();
+        if let Some(Pending::WriteBatch { writes, recent_blocks: Some(_), .. }) = &mut self.pending {
+            taken = writes.iter_mut().map(|w| std::mem::take(&mut w.block)).collect();
+        }
+        let text = serde_json::to_string_pretty(self);
+        if let Some(Pending::WriteBatch { writes, recent_blocks: Some(_), .. }) = &mut self.pending {
+            writes.iter_mut().zip(taken).for_each(|(w, b)| w.block = b);
+        }
+        write_durably(path, text?.as_bytes())?;
+        self.path = Some(path.to_path_buf());
+        let mut keep: Vec<&str> = self.c.iter().chain(self.levels.iter().flatten()).filter_map(|e| e.sigma_file.as_deref()).collect();
+        keep.extend(self.stash_file.as_deref());
+        sigma_files::collect_garbage(path, &keep);
+        Ok(())
     }
 
     /// The block format.
@@ -611,7 +712,20 @@ fn write_durably(path: &Path, data: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Parses a recent-writes sidecar; `None` if damaged.
+/// keccak256 of a batch's block roots in order ([`Pending::WriteBatch`]'s `recent_blocks`).
+pub fn blocks_digest(roots: &[B256]) -> B256 {
+    alloy_primitives::keccak256(roots.iter().flat_map(|r| r.0).collect::<Vec<u8>>())
+}
+
+/// Appends `data` to the file at `path` and fsyncs it. Errors: it cannot be opened,
+/// written or synced.
+fn append_durably(path: &Path, data: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut f = std::fs::OpenOptions::new().append(true).open(path).with_context(|| format!("cannot open {} to append", path.display()))?;
+    f.write_all(data).with_context(|| format!("cannot append to {}", path.display()))?;
+    f.sync_data().with_context(|| format!("cannot fsync {}", path.display()))
+}
+
 /// One record of the append-only sidecar: w, i, len (u64 LE), the block, keccak256 of those.
 fn push_recent_record(buf: &mut Vec<u8>, (w, i, b): &RecentWrite) {
     let start = buf.len();
@@ -709,14 +823,16 @@ mod tests {
         assert_eq!(back.stashed_sigma(run).unwrap(), sigma);
         assert!(back.stashed_sigma(WireRun { tag: 1, built_at: 4 }).is_err(), "checksums of another run");
         // One flipped byte in the sidecar is an error, never other checksums.
-        let side = PathBuf::from(format!("{}.sigma", path.display()));
+        let side = sigma_files::path(&path, back.stash_file.as_deref().unwrap());
         let mut bytes = std::fs::read(&side).unwrap();
         bytes[40] ^= 1;
         std::fs::write(&side, &bytes).unwrap();
         assert!(back.stashed_sigma(run).is_err());
         let mut back = back;
         back.drop_sigma();
-        assert!(!side.exists());
+        back.pending = None;
+        back.persist().unwrap();
+        assert!(!side.exists(), "a stash no saved state names is deleted");
     }
 
     #[test]
@@ -734,6 +850,7 @@ mod tests {
             file_bytes: None,
             c_snapshot: Some(snap.clone()),
             rejected: None,
+            recent_blocks: None,
         });
         s.persist().unwrap();
         let back = OwnerState::load(&path).unwrap();
@@ -756,7 +873,7 @@ mod tests {
         assert!(back.stashed_sigma(WireRun { tag: 1, built_at: 9 }).is_err());
         // The sidecar as the previous version wrote it (one run, magic dpor-sigma-1).
         let values = sigma_to_u64(&f(3));
-        let mut buf = SIGMA_MAGIC.to_vec();
+        let mut buf = sigma_files::SIGMA_MAGIC.to_vec();
         buf.extend_from_slice(&a.tag.to_le_bytes());
         buf.extend_from_slice(&a.built_at.to_le_bytes());
         buf.extend_from_slice(&(values.len() as u64).to_le_bytes());
@@ -764,6 +881,8 @@ mod tests {
         let check = alloy_primitives::keccak256(&buf);
         buf.extend_from_slice(check.as_slice());
         std::fs::write(PathBuf::from(format!("{}.sigma", path.display())), &buf).unwrap();
+        let mut back = back;
+        back.stash_file = None; // as an older version's state names no stash file
         assert_eq!(back.stashed_sigma(a).unwrap(), f(3));
         // The recent-writes sidecar round-trips; a damaged one reads as empty.
         let mut s = back;
@@ -854,5 +973,142 @@ mod tests {
         let s = OwnerState::load(&path).unwrap();
         assert_eq!(s.pending, None);
         assert_eq!(s.path.as_deref(), Some(path.as_path()));
+    }
+
+    fn level_sigma(k: u64, size: u64) -> Vec<u64> {
+        (0..size * RHO as u64).map(|i| i * 31 + k).collect()
+    }
+
+    fn sigma_files_of(path: &Path) -> Vec<String> {
+        let mut v: Vec<String> = sigma_files::sidecars(path).into_iter().map(|(n, _)| n).collect();
+        v.sort();
+        v
+    }
+
+    /// The cached σ live in a content-named sidecar, not the JSON; they reload equal; a
+    /// consumed level's sidecar is deleted once no saved state names it; an older state
+    /// file with σ inline loads, and its next save moves them out; a damaged sidecar is
+    /// a load error that names it.
+    #[test]
+    fn cached_checksums_live_in_sidecars_and_older_inline_files_still_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("owner.json");
+        let mut s = state(Some(path.clone()));
+        let entry = |l: u32, k: u64| RunEntry {
+            run: WireRun { tag: l + 1, built_at: k },
+            root: B256::repeat_byte(k as u8),
+            sigma: Some(level_sigma(k, 2u64 << l)),
+            sigma_file: None,
+            unchecked: false,
+        };
+        s.levels = vec![Some(entry(0, 3)), Some(entry(1, 2))];
+        s.persist().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains("\"sigma\""), "no σ in the JSON: {text}");
+        let files = sigma_files_of(&path);
+        assert_eq!(files.len(), 1, "one sidecar for the two levels");
+        assert_eq!(s.levels[0].as_ref().unwrap().sigma_file.as_deref(), Some(files[0].as_str()));
+        let back = OwnerState::load(&path).unwrap();
+        assert_eq!(back.levels, s.levels);
+        // A new level 0 replaces the old one: both sidecars while the old still holds level 1.
+        s.levels[0] = Some(entry(0, 5));
+        s.persist().unwrap();
+        assert_eq!(sigma_files_of(&path).len(), 2);
+        s.levels = vec![None, None, Some(entry(2, 8))];
+        s.persist().unwrap();
+        let now = sigma_files_of(&path);
+        assert_eq!(now.len(), 1, "sidecars no level names are deleted");
+        assert_eq!(OwnerState::load(&path).unwrap().levels, s.levels);
+        // An older file: σ inline, no sidecar.
+        let mut v = serde_json::to_value(&s).unwrap();
+        v["levels"][2].as_object_mut().unwrap().remove("sigma_file");
+        v["levels"][2]["sigma"] = serde_json::json!(level_sigma(8, 8));
+        std::fs::write(&path, v.to_string()).unwrap();
+        let mut old = OwnerState::load(&path).unwrap();
+        assert_eq!(old.levels[2].as_ref().unwrap().sigma, Some(level_sigma(8, 8)));
+        old.persist().unwrap();
+        assert!(!std::fs::read_to_string(&path).unwrap().contains("\"sigma\""));
+        assert_eq!(OwnerState::load(&path).unwrap().levels, old.levels);
+        // A damaged sidecar: an error naming it, never other checksums.
+        let (name, side) = sigma_files::sidecars(&path).pop().unwrap();
+        let mut bytes = std::fs::read(&side).unwrap();
+        bytes[30] ^= 1;
+        std::fs::write(&side, &bytes).unwrap();
+        let err = format!("{:#}", OwnerState::load(&path).unwrap_err());
+        assert!(err.contains(&name), "{err}");
+        // A sidecar swapped for another (valid) one under the same name is refused too.
+        let (other, _) = sigma_files::encode(&[(WireRun { tag: 3, built_at: 8 }, level_sigma(9, 8))]);
+        std::fs::write(&side, &other).unwrap();
+        assert!(OwnerState::load(&path).is_err());
+    }
+
+    /// A committed write adopts its stash as the sidecar of its new level: no second
+    /// copy is written, and the state reloads with the stashed σ.
+    #[test]
+    fn a_commit_adopts_the_stash_instead_of_writing_the_checksums_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("owner.json");
+        let mut s = state(Some(path.clone()));
+        let run = WireRun { tag: 2, built_at: 6 };
+        let sigma: Vec<Fp> = level_sigma(4, 4).into_iter().map(|x| field::from_bytes(x.to_le_bytes()).unwrap()).collect();
+        s.stash_sigma(run, &sigma).unwrap();
+        s.pending = Some(Pending::StoreSealed { run, next: 0, more: vec![] });
+        s.persist().unwrap();
+        let stash = s.stash_file.clone().unwrap();
+        s.levels = vec![None, Some(RunEntry { run, root: B256::ZERO, sigma: Some(sigma_to_u64(&sigma)), sigma_file: None, unchecked: true })];
+        s.adopt_stash(&[run]);
+        s.pending = None;
+        s.drop_sigma();
+        s.persist().unwrap();
+        assert_eq!(sigma_files_of(&path), vec![stash.clone()], "the stash is the level's sidecar");
+        let back = OwnerState::load(&path).unwrap();
+        assert_eq!(back.levels[1].as_ref().unwrap().sigma, Some(sigma_to_u64(&sigma)));
+        assert_eq!(back.stash_file, None);
+    }
+
+    /// A pending batch's blocks are in the recent-writes sidecar, not the JSON, and
+    /// come back on load; a lost record is a load error, never a wrong block.
+    #[test]
+    fn a_pending_batch_keeps_its_blocks_in_the_recent_sidecar() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("owner.json");
+        let params =
+            DealParams { deal: 1, chain_id: 1, market: Address::ZERO, provider: Address::ZERO, num_blocks: 64, block_bytes: 8, lambda: 4 };
+        let mut s = OwnerState::new(params, B256::repeat_byte(1), 2, 4);
+        s.path = Some(path.clone());
+        s.write_count = 3;
+        s.save(&path).unwrap();
+        // A refused batch left other blocks under the same numbers: superseded.
+        s.record_recent(3, (0..5u64).map(|j| (j, vec![0xAA; 8]))).unwrap();
+        let blocks: Vec<(u64, Vec<u8>)> = (0..3u64).map(|j| (10 + j, vec![j as u8 + 1; 8])).collect();
+        s.record_recent(3, blocks.clone()).unwrap();
+        s.pending = Some(Pending::WriteBatch {
+            nonce: 9,
+            writes: blocks.iter().map(|(i, b)| PendingWrite { index: *i, block: b.clone().into(), sealed_u: B256::repeat_byte(*i as u8) }).collect(),
+            new_root_u: B256::repeat_byte(2),
+            runs: vec![],
+            file_bytes: None,
+            c_snapshot: None,
+            rejected: None,
+            recent_blocks: Some(blocks_digest(&merkle::block_roots(&blocks.iter().map(|(_, b)| b.as_slice()).collect::<Vec<_>>()))),
+        });
+        s.persist().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains("\"block\""), "no blocks in the JSON: {text}");
+        assert_eq!(s.pending.as_ref().map(|p| matches!(p, Pending::WriteBatch { writes, .. } if writes[0].block.len() == 8)), Some(true));
+        let back = OwnerState::load(&path).unwrap();
+        assert_eq!(back.pending, s.pending, "the blocks come back from the sidecar");
+        // The sidecar without the batch's last record: an error naming the write.
+        let side = PathBuf::from(format!("{}.recent", path.display()));
+        let bytes = std::fs::read(&side).unwrap();
+        std::fs::write(&side, &bytes[..bytes.len() - (24 + 8 + 32)]).unwrap();
+        let err = format!("{:#}", OwnerState::load(&path).unwrap_err());
+        assert!(err.contains("write 6"), "{err}");
+        // A record replaced under the same number and index: the digest refuses it.
+        std::fs::write(&side, &bytes).unwrap();
+        let mut other = s.clone();
+        other.record_recent(5, [(12, vec![0x55; 8])]).unwrap();
+        let err = format!("{:#}", OwnerState::load(&path).unwrap_err());
+        assert!(err.contains("differ from those the owner prepared"), "{err}");
     }
 }

@@ -113,7 +113,7 @@ pub async fn recover(ctx: &Session, dir: &Path, registry: Address, file_id: Opti
     let mut entries = Vec::with_capacity(rec.shards.len());
     let mut fetched_blocks = 0u64;
     for (i, s) in rec.shards.iter().enumerate() {
-        let (state, fetched) = recover_shard(ctx, key, s.deal_id, shard_bytes)
+        let (mut state, fetched) = recover_shard(ctx, key, s.deal_id, shard_bytes)
             .await
             .with_context(|| format!("recovering shard {i} (deal {}, provider {})", s.deal_id, s.provider))?;
         fetched_blocks += fetched;
@@ -183,7 +183,7 @@ async fn recover_shard(ctx: &Session, key: &PrivateKeySigner, deal_id: u64, shar
                 keys.open(Place::Run { tag: RunTag::C, built_at: id.built_at, position: 0 }, &s.0).context(
                     "the checksum keys derived from this key do not open the shard's σ̃: the file was put before seeds were derived from the owner's key, or this is not the owner's key",
                 )?;
-                state.c = Some(RunEntry { run, root, sigma: None, unchecked: false });
+                state.c = Some(RunEntry { run, root, sigma: None, unchecked: false, sigma_file: None });
             }
             Some(level) => {
                 let level = level as usize;
@@ -194,7 +194,7 @@ async fn recover_shard(ctx: &Session, key: &PrivateKeySigner, deal_id: u64, shar
                 } else {
                     None
                 };
-                levels[level] = Some(RunEntry { run, root, sigma, unchecked: false });
+                levels[level] = Some(RunEntry { run, root, sigma, unchecked: false, sigma_file: None });
             }
         }
     }

@@ -491,9 +491,13 @@ pub async fn end_refused_deals(ctx: &Session, dir: &Path) -> anyhow::Result<Vec<
     Ok(ended)
 }
 
-/// Renames a shard's state file and its sidecars (`.sigma`, `.recent`).
+/// Renames a shard's state file and its sidecars (`.sigma`, `.recent`, the checksum
+/// sidecars `.sigma.<name>`), sidecars first: the state names them by their suffix.
 fn rename_state(dir: &Path, from: &str, to: &str) -> anyhow::Result<()> {
-    for ext in ["", ".sigma", ".recent"] {
+    for (name, a) in crate::owner_state::sigma_sidecars(&dir.join(from)) {
+        std::fs::rename(&a, dir.join(format!("{to}.sigma.{name}"))).with_context(|| format!("cannot rename {}", a.display()))?;
+    }
+    for ext in [".sigma", ".recent", ""] {
         let a = dir.join(format!("{from}{ext}"));
         if a.exists() {
             std::fs::rename(&a, dir.join(format!("{to}{ext}"))).with_context(|| format!("cannot rename {}", a.display()))?;

@@ -17,7 +17,7 @@ use super::flows::{level_sigma, reject, spot_check_at, spot_positions, store_pen
 use super::local_levels::{self, Counters, LocalLevels};
 use super::machine::{self, Request};
 use crate::node_client::{unexpected, NodeClient, OwnerAuth, WrittenBatch};
-use crate::owner_state::{sigma_from_u64, sigma_to_u64, OwnerState, Pending, PendingWrite, RunEntry, SIGMA_WIDTH};
+use crate::owner_state::{blocks_digest, sigma_from_u64, sigma_to_u64, OwnerState, Pending, PendingWrite, RunEntry, SIGMA_WIDTH};
 use alloy_primitives::B256;
 use anyhow::{bail, ensure, Context};
 use dpor_core::block::BlockFormat;
@@ -216,10 +216,17 @@ pub async fn write_batch_resizing(
     let expected: Vec<(WireRun, Vec<Fp>)> = mem.into_values().collect();
     let new_runs: Vec<WireRun> = new_c.into_iter().chain(expected.iter().map(|(r, _)| *r)).collect();
 
-    // (3) The intent, durably, then the batch itself.
+    // (3) The intent, durably, then the batch itself. The blocks go where the block
+    // cache keeps them anyway (the recent-writes sidecar, under the numbers the batch
+    // gives them) rather than into the JSON: one write of them, in binary.
     let nonce = state.next_nonce();
     let count = blocks.len();
     state.stash_sigmas(&expected)?;
+    let recent_blocks = (state.block_cache_levels > 0).then(|| blocks_digest(&roots));
+    if recent_blocks.is_some() {
+        let total = state.total_writes();
+        state.record_recent(total, blocks.iter().map(|(index, block, _, _)| (*index, block.clone())))?;
+    }
     state.pending = Some(Pending::WriteBatch {
         nonce,
         writes: blocks
@@ -231,6 +238,7 @@ pub async fn write_batch_resizing(
         file_bytes,
         c_snapshot,
         rejected: None,
+        recent_blocks,
     });
     state.persist()?;
     // The owner's copy of its smallest levels, advanced by this batch's HAdds on a
@@ -277,7 +285,7 @@ pub(crate) async fn finish_write_batch(
     state: &mut OwnerState,
     answer: WrittenBatch,
 ) -> anyhow::Result<BatchReport> {
-    let Some(Pending::WriteBatch { writes, new_root_u, runs, file_bytes, c_snapshot, .. }) = state.pending.clone() else {
+    let Some(Pending::WriteBatch { writes, new_root_u, runs, file_bytes, c_snapshot, recent_blocks, .. }) = state.pending.clone() else {
         bail!("no batch of writes is pending");
     };
     let keys = state.keys()?;
@@ -306,7 +314,7 @@ pub(crate) async fn finish_write_batch(
     let rebuilt = new_rebuilds != state.rebuild_count;
     let mut store = Vec::new();
     if let Some((run, root)) = answer.runs.iter().find(|(r, _)| r.tag == 0) {
-        state.c = Some(RunEntry { run: *run, root: *root, sigma: None, unchecked: true });
+        state.c = Some(RunEntry { run: *run, root: *root, sigma: None, unchecked: true, sigma_file: None });
     }
     let mut levels = vec![None; k as usize];
     for (l, slot) in levels.iter_mut().enumerate() {
@@ -316,7 +324,7 @@ pub(crate) async fn finish_write_batch(
         if let Some((run, root)) = answer.runs.iter().find(|(r, _)| r.tag == l as u32 + 1) {
             let cache = (l as u32) < state.cache_levels;
             let sigma = sigmas.get(run).with_context(|| format!("no predicted checksums for run {}", RunId::from(*run)))?;
-            *slot = Some(RunEntry { run: *run, root: *root, sigma: cache.then(|| sigma_to_u64(sigma)), unchecked: true });
+            *slot = Some(RunEntry { run: *run, root: *root, sigma: cache.then(|| sigma_to_u64(sigma)), unchecked: true, sigma_file: None });
             if !cache {
                 store.push(*run);
             }
@@ -335,10 +343,14 @@ pub(crate) async fn finish_write_batch(
     }
     state.write_count = new_t;
     state.rebuild_count = new_rebuilds;
-    // The block cache: this batch's writes (numbered old_total+1..), replacing any
-    // entries with those numbers (left by a refused batch), saved with the old window
-    // still in it so that either state finds its blocks after a crash.
-    if state.block_cache_levels > 0 {
+    // The block cache: this batch's writes (numbered old_total+1..), in the sidecar
+    // since the intent (`record_recent`), or (an intent of an older version) saved now,
+    // replacing any entries with those numbers (left by a refused batch), with the old
+    // window still in it so that either state finds its blocks after a crash.
+    let window = recent_window_start(new_total, new_t, state.block_cache_levels);
+    if recent_blocks.is_some() {
+        state.recent.retain(|(w, _, _)| *w > window && *w <= new_total);
+    } else if state.block_cache_levels > 0 {
         if state.recent.iter().any(|(w, _, _)| *w > old_total) {
             // Numbers saved by a refused batch are reused: the sidecar is rewritten.
             state.recent_disk = None;
@@ -347,7 +359,6 @@ pub(crate) async fn finish_write_batch(
         for (j, w) in writes.iter().enumerate() {
             state.recent.push((old_total + 1 + j as u64, w.index, w.block.to_vec()));
         }
-        let window = recent_window_start(new_total, new_t, state.block_cache_levels);
         let old_window = recent_window_start(old_total, old_total % n, state.block_cache_levels);
         state.recent.retain(|(w, _, _)| *w > window.min(old_window));
         state.save_recent()?;
@@ -360,9 +371,11 @@ pub(crate) async fn finish_write_batch(
         sealed_fetched: 0,
     };
     if store.is_empty() {
+        // Every new level's σ is cached, and the stash holds exactly those.
+        state.adopt_stash(&runs);
         state.pending = None;
-        state.persist()?;
         state.drop_sigma();
+        state.persist()?;
     } else {
         let first = store.remove(0);
         state.pending = Some(Pending::StoreSealed { run: first, next: 0, more: store });

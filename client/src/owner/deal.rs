@@ -104,7 +104,7 @@ pub async fn open(session: &Session, req: &OpenDeal) -> anyhow::Result<Opened> {
         block_bytes: req.block_bytes,
         lambda: req.lambda as u32,
     };
-    let state = OwnerState::new(params, B256::from(seed), req.cache_levels, req.block_cache_levels);
+    let mut state = OwnerState::new(params, B256::from(seed), req.cache_levels, req.block_cache_levels);
     state.save(&session.state_path)?;
     Ok(Opened { deal, provider, num_blocks: n, block_bytes: req.block_bytes, epochs: req.epochs, escrow })
 }

@@ -147,9 +147,8 @@ pub async fn store_pending_sealed(node: &NodeClient, auth: &OwnerAuth<'_>, state
         state.persist()?;
     }
     state.pending = None;
-    state.persist()?;
     state.drop_sigma();
-    Ok(())
+    state.persist()
 }
 
 /// Stores the σ̃ of `run` from position `next` on (one step of
@@ -330,7 +329,7 @@ pub(crate) async fn finish_upload(
     state.uploaded = true;
     state.file_bytes = file_bytes;
     state.root_u = root_u;
-    state.c = Some(RunEntry { run: c, root: root_c, sigma: None, unchecked: false });
+    state.c = Some(RunEntry { run: c, root: root_c, sigma: None, unchecked: false, sigma_file: None });
     state.levels = vec![None; state.log_blocks() as usize];
     state.write_count = 0;
     state.rebuild_count = 0;
@@ -648,7 +647,7 @@ pub(crate) async fn finish_write(
             }
             let sigma = cache.then(|| sigma_to_u64(&expected));
             if let Some(slot) = state.levels.get_mut(level as usize) {
-                *slot = Some(RunEntry { run: written.run, root: written.run_root, sigma, unchecked: false });
+                *slot = Some(RunEntry { run: written.run, root: written.run_root, sigma, unchecked: false, sigma_file: None });
             }
             state.write_count += 1;
             if c_snapshot.is_some() {
@@ -661,15 +660,16 @@ pub(crate) async fn finish_write(
             // and its snapshot with it.
             state.levels.iter_mut().for_each(|l| *l = None);
             state.c_snapshot = None;
-            state.c = Some(RunEntry { run: written.run, root: written.run_root, sigma: None, unchecked: false });
+            state.c = Some(RunEntry { run: written.run, root: written.run_root, sigma: None, unchecked: false, sigma_file: None });
             state.write_count = 0;
             state.rebuild_count += 1;
         }
     }
     if cache {
+        state.adopt_stash(&[written.run]);
         state.pending = None;
-        state.persist()?;
         state.drop_sigma();
+        state.persist()?;
     } else {
         state.pending = Some(Pending::StoreSealed { run: written.run, next: 0, more: vec![] });
         state.persist()?;

@@ -138,7 +138,7 @@ pub(crate) async fn finish_resize(node: &NodeClient, auth: &OwnerAuth<'_>, state
     state.write_count = 0;
     state.root_u = new_root_u;
     state.levels = vec![None; new_log as usize];
-    state.c = Some(RunEntry { run: written.run, root: written.run_root, sigma: None, unchecked: false });
+    state.c = Some(RunEntry { run: written.run, root: written.run_root, sigma: None, unchecked: false, sigma_file: None });
     state.c_snapshot = None;
     state.recent.clear();
     state.recent_disk = None;
