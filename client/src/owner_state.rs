@@ -267,8 +267,10 @@ pub struct OwnerState {
     pub block_cache_levels: u32,
     /// The writes of the current smallest levels (those below
     /// [`OwnerState::block_cache_levels`]), oldest first, kept in the sidecar
-    /// `<state>.recent` ([`OwnerState::save_recent`]). May be missing or short (an
-    /// older state, a lost sidecar): the runs it does not cover are spot-checked.
+    /// `<state>.recent` ([`OwnerState::record_recent`]: each write is recorded there
+    /// before its intent is saved). May be missing or short (an older state, a lost
+    /// sidecar): the runs it does not cover are spot-checked. A pending batch's blocks
+    /// are only there, so a state with one does not load without them.
     #[serde(skip)]
     pub recent: Vec<RecentWrite>,
     /// What the sidecar holds, when known to be a clean append-only file this process
@@ -484,14 +486,11 @@ impl OwnerState {
         self.persist()
     }
 
-    /// Forgets the stashed checksums: the stash of older versions is deleted, a stash
-    /// sidecar at the next save (once no saved state names it).
+    /// Forgets the stashed checksums; their file is deleted by the next save that
+    /// leaves nothing pending (once no saved state can need it).
     pub fn drop_sigma(&mut self) {
         self.stashed.clear();
         self.stash_file = None;
-        if let Some(p) = self.sigma_path() {
-            let _ = std::fs::remove_file(p);
-        }
     }
 
     /// Replaces the block cache's writes numbered above `after` with `writes` (numbered
@@ -608,6 +607,17 @@ impl OwnerState {
         }
         write_durably(path, text?.as_bytes())?;
         self.path = Some(path.to_path_buf());
+        if moved && self.block_cache_levels > 0 {
+            // The block cache beside the new file too (the appends go there from now on).
+            self.recent_disk = None;
+            self.save_recent()?;
+        }
+        if self.pending.is_none() {
+            // The stash of older versions, once no saved intent can need it.
+            if let Some(p) = self.sigma_path() {
+                let _ = std::fs::remove_file(p);
+            }
+        }
         let mut keep: Vec<&str> = self.c.iter().chain(self.levels.iter().flatten()).filter_map(|e| e.sigma_file.as_deref()).collect();
         keep.extend(self.stash_file.as_deref());
         sigma_files::collect_garbage(path, &keep);

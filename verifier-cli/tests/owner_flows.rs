@@ -609,3 +609,39 @@ async fn a_cached_level_checked_by_its_leaves_passes_honest_and_catches_a_wrong_
         assert!(st.deferred_failure.is_some());
     }
 }
+
+/// Issue 23 (review of the owner's sidecars): the block cache records each write before
+/// its intent, so a request that never committed (a crash before its intent was
+/// saved, a refusal) leaves a record under a write number a later request takes. A
+/// single write taking that number must supersede it: a later checkpoint in a new
+/// process (no in-memory copy of the levels) recomputes the batch-built level from the
+/// cache and must pass on an honest node, never replay the stale block.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_block_cache_record_never_makes_the_checkpoint_accuse_an_honest_node() {
+    use dpor_client::owner::batch;
+    let (n, beta) = (16u64, 64u32);
+    let node = node(n, beta, Misbehavior::None).await;
+    let auth = OwnerAuth { key: &node.owner, chain_id: CHAIN, market: node.market, deal: 1 };
+    let sdir = tempfile::tempdir().unwrap();
+    let mut st = state(1, n, beta, node.market);
+    st.block_cache_levels = 3;
+    st.path = Some(sdir.path().join("owner.json"));
+    flows::upload(&node.client, &auth, &mut st, &vec![3u8; (n * beta as u64) as usize], None).await.unwrap();
+    // What a crash between the record and the intent leaves: block 5 as write 1.
+    let total = st.total_writes();
+    st.record_recent(total, [(5u64, vec![0xAA; beta as usize])]).unwrap();
+    st.persist().unwrap();
+    let mut st = OwnerState::load(st.path.as_ref().unwrap()).unwrap();
+    // Write 1 is a single write of block 7; write 2, a batch, builds level 1 over both.
+    flows::write(&node.client, &auth, &mut st, 7, &[0x77; 64]).await.unwrap();
+    batch::write_batch(&node.client, &auth, &mut st, &[(9, vec![0x99; 64])]).await.unwrap();
+    let mut back = OwnerState::load(st.path.as_ref().unwrap()).unwrap();
+    assert!(back.local_levels.is_none(), "a new process has no copy of the levels");
+    let report = batch::verify_deferred(&node.client, &auth, &mut back).await.unwrap();
+    assert!(!report.recomputed.is_empty(), "the level was recomputed from the block cache: {report:?}");
+    assert!(back.deferred_failure.is_none());
+    // The checks were saved (once, after them): a new process finds every run checked.
+    let again = OwnerState::load(back.path.as_ref().unwrap()).unwrap();
+    assert!(again.runs().iter().all(|(e, _)| !e.unchecked), "the marks reached the state file");
+    assert_eq!(again.levels, back.levels);
+}

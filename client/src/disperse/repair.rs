@@ -41,7 +41,7 @@ use dpor_disperse::policy::{self, Reason, RepairRules};
 use dpor_disperse::{Manifest, ShardEntry, StripeCoder};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// Options of `dpor repair` (and of `dpor watch --repair`).
@@ -492,16 +492,30 @@ pub async fn end_refused_deals(ctx: &Session, dir: &Path) -> anyhow::Result<Vec<
 }
 
 /// Renames a shard's state file and its sidecars (`.sigma`, `.recent`, the checksum
-/// sidecars `.sigma.<name>`), sidecars first: the state names them by their suffix.
+/// sidecars `.sigma.<name>`, which the state names by their suffix). Crash-safe: the
+/// sidecars are linked under the new name first, the state file renamed, then the old
+/// names removed; a crash leaves either state whole (and at worst stray files).
 fn rename_state(dir: &Path, from: &str, to: &str) -> anyhow::Result<()> {
-    for (name, a) in crate::owner_state::sigma_sidecars(&dir.join(from)) {
-        std::fs::rename(&a, dir.join(format!("{to}.sigma.{name}"))).with_context(|| format!("cannot rename {}", a.display()))?;
-    }
-    for ext in [".sigma", ".recent", ""] {
+    let mut sidecars: Vec<(PathBuf, PathBuf)> = crate::owner_state::sigma_sidecars(&dir.join(from))
+        .into_iter()
+        .map(|(name, a)| (a, dir.join(format!("{to}.sigma.{name}"))))
+        .collect();
+    for ext in [".sigma", ".recent"] {
         let a = dir.join(format!("{from}{ext}"));
         if a.exists() {
-            std::fs::rename(&a, dir.join(format!("{to}{ext}"))).with_context(|| format!("cannot rename {}", a.display()))?;
+            sidecars.push((a, dir.join(format!("{to}{ext}"))));
         }
+    }
+    for (a, b) in &sidecars {
+        let _ = std::fs::remove_file(b);
+        std::fs::hard_link(a, b).or_else(|_| std::fs::copy(a, b).map(|_| ())).with_context(|| format!("cannot link {}", a.display()))?;
+    }
+    let a = dir.join(from);
+    if a.exists() {
+        std::fs::rename(&a, dir.join(to)).with_context(|| format!("cannot rename {}", a.display()))?;
+    }
+    for (a, _) in &sidecars {
+        let _ = std::fs::remove_file(a);
     }
     Ok(())
 }

@@ -437,7 +437,7 @@ pub fn new_root_from_paths(old_root: &B256, depth: u32, old: &[(u64, B256, Vec<B
 
 /// The first write number (exclusive) of the writes the smallest `levels` levels hold
 /// after `total` writes with counter t: writes `(total − (t mod 2^levels), total]`.
-fn recent_window_start(total: u64, t: u64, levels: u32) -> u64 {
+pub(crate) fn recent_window_start(total: u64, t: u64, levels: u32) -> u64 {
     let mask = if levels >= 64 { u64::MAX } else { (1u64 << levels) - 1 };
     total - (t & mask)
 }

@@ -588,6 +588,13 @@ pub async fn write(
     let nonce = state.next_nonce();
     let run = WireRun::from(expected_run);
     state.stash_sigma(run, &expected)?;
+    // The block cache records every write before its intent, under the number it takes
+    // (a batch's as a single write's): the last record of each committed number is then
+    // always its block, whatever a refused request left under that number.
+    if state.block_cache_levels > 0 {
+        let total = state.total_writes();
+        state.record_recent(total, [(index, block.clone())])?;
+    }
     machine::intend(
         state,
         Pending::Write { nonce, index, block: block.into(), sealed_u: B256::from(sealed), new_root_u, run, c_snapshot, rejected: None },
@@ -665,6 +672,9 @@ pub(crate) async fn finish_write(
             state.rebuild_count += 1;
         }
     }
+    let window = super::batch::recent_window_start(state.total_writes(), state.write_count, state.block_cache_levels);
+    let total = state.total_writes();
+    state.recent.retain(|(w, _, _)| *w > window && *w <= total);
     if cache {
         state.adopt_stash(&[written.run]);
         state.pending = None;

@@ -217,6 +217,15 @@ pub(crate) async fn resume<R: Request>(
             Ok(Resumed::Done(request.settled_note(&report, resent)))
         }
         Err(e) if definitely_refused(&e) => {
+            // A copy sent again can be refused because its first copy was still being
+            // applied when the outcome was asked (a CLI killed mid-request: an upload's
+            // finish then meets "already live"). Ask once more before dropping anything.
+            if resent {
+                let again = node.outcome(state.deal, nonce).await.with_context(|| format!("asking again about the refused {}", request.what()))?;
+                if matches!(again, WireOutcome::Applied { .. }) {
+                    return Ok(Resumed::Again);
+                }
+            }
             state.drop_intent()?;
             Ok(Resumed::Done(request.refused_note(&e)))
         }

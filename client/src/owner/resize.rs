@@ -144,8 +144,10 @@ pub(crate) async fn finish_resize(node: &NodeClient, auth: &OwnerAuth<'_>, state
     state.recent_disk = None;
     state.file_bytes = state.file_bytes.min(num_blocks.saturating_mul(u64::from(state.block_bytes)));
     state.pending = Some(Pending::StoreSealed { run: written.run, next: 0, more: vec![] });
-    state.persist()?;
+    // The emptied block cache first: the new numbering must never meet the old blocks
+    // (a crash between leaves the old state with an empty cache, which only costs checks).
     state.save_recent()?;
+    state.persist()?;
     store_pending_sealed(node, auth, state, &keys).await?;
     Ok(ResizeReport {
         from_blocks: from,
