@@ -804,6 +804,13 @@ pub const SIGMA_WIDTH: usize = RHO;
 mod tests {
     use super::*;
 
+    /// A state at `path` with N = 64 blocks of 8 bytes and a block cache of 4 levels.
+    fn cached_state(path: &Path) -> OwnerState {
+        let params =
+            DealParams { deal: 1, chain_id: 1, market: Address::ZERO, provider: Address::ZERO, num_blocks: 64, block_bytes: 8, lambda: 4 };
+        OwnerState { path: Some(path.to_path_buf()), ..OwnerState::new(params, B256::repeat_byte(1), 2, 4) }
+    }
+
     fn state(path: Option<PathBuf>) -> OwnerState {
         let params = DealParams {
             deal: 1,
@@ -910,10 +917,7 @@ mod tests {
     fn the_recent_sidecar_appends_survives_a_torn_tail_and_compacts() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("owner.json");
-        let params =
-            DealParams { deal: 1, chain_id: 1, market: Address::ZERO, provider: Address::ZERO, num_blocks: 64, block_bytes: 8, lambda: 4 };
-        let mut s = OwnerState::new(params, B256::repeat_byte(1), 2, 4);
-        s.path = Some(path.clone());
+        let mut s = cached_state(&path);
         s.save(&path).unwrap();
         let side = PathBuf::from(format!("{}.recent", path.display()));
         let w = |n: u64| (n, n % 64, vec![n as u8; 8]);
@@ -1082,10 +1086,7 @@ mod tests {
     fn a_pending_batch_keeps_its_blocks_in_the_recent_sidecar() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("owner.json");
-        let params =
-            DealParams { deal: 1, chain_id: 1, market: Address::ZERO, provider: Address::ZERO, num_blocks: 64, block_bytes: 8, lambda: 4 };
-        let mut s = OwnerState::new(params, B256::repeat_byte(1), 2, 4);
-        s.path = Some(path.clone());
+        let mut s = cached_state(&path);
         s.write_count = 3;
         s.save(&path).unwrap();
         // A refused batch left other blocks under the same numbers: superseded.
