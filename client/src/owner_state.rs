@@ -519,6 +519,15 @@ impl OwnerState {
         self.save_recent()
     }
 
+    /// Keeps in [`OwnerState::recent`] only the writes of the current smallest levels
+    /// ([`recent_window_start`] to the total; records above it, a refused request's,
+    /// are dropped from memory), after a commit. The sidecar already holds them.
+    pub fn trim_recent(&mut self) {
+        let total = self.total_writes();
+        let window = recent_window_start(total, self.write_count, self.block_cache_levels);
+        self.recent.retain(|(w, _, _)| *w > window && *w <= total);
+    }
+
     fn recent_path(&self) -> Option<PathBuf> {
         self.path.as_ref().map(|p| PathBuf::from(format!("{}.recent", p.display())))
     }
@@ -720,6 +729,13 @@ fn write_durably(path: &Path, data: &[u8]) -> anyhow::Result<()> {
         let _ = d.sync_all();
     }
     Ok(())
+}
+
+/// The first write number (exclusive) of the writes the smallest `levels` levels hold
+/// after `total` writes with counter t: writes `(total − (t mod 2^levels), total]`.
+pub fn recent_window_start(total: u64, t: u64, levels: u32) -> u64 {
+    let mask = if levels >= 64 { u64::MAX } else { (1u64 << levels) - 1 };
+    total - (t & mask)
 }
 
 /// keccak256 of a batch's block roots in order ([`Pending::WriteBatch`]'s `recent_blocks`).

@@ -17,7 +17,7 @@ use super::flows::{level_sigma, reject, spot_check_at, spot_positions, store_pen
 use super::local_levels::{self, Counters, LocalLevels};
 use super::machine::{self, Request};
 use crate::node_client::{unexpected, NodeClient, OwnerAuth, WrittenBatch};
-use crate::owner_state::{blocks_digest, sigma_from_u64, sigma_to_u64, OwnerState, Pending, PendingWrite, RunEntry, SIGMA_WIDTH};
+use crate::owner_state::{blocks_digest, recent_window_start, sigma_from_u64, sigma_to_u64, OwnerState, Pending, PendingWrite, RunEntry, SIGMA_WIDTH};
 use alloy_primitives::B256;
 use anyhow::{bail, ensure, Context};
 use dpor_core::block::BlockFormat;
@@ -347,9 +347,8 @@ pub(crate) async fn finish_write_batch(
     // since the intent (`record_recent`), or (an intent of an older version) saved now,
     // replacing any entries with those numbers (left by a refused batch), with the old
     // window still in it so that either state finds its blocks after a crash.
-    let window = recent_window_start(new_total, new_t, state.block_cache_levels);
     if recent_blocks.is_some() {
-        state.recent.retain(|(w, _, _)| *w > window && *w <= new_total);
+        state.trim_recent();
     } else if state.block_cache_levels > 0 {
         if state.recent.iter().any(|(w, _, _)| *w > old_total) {
             // Numbers saved by a refused batch are reused: the sidecar is rewritten.
@@ -359,6 +358,7 @@ pub(crate) async fn finish_write_batch(
         for (j, w) in writes.iter().enumerate() {
             state.recent.push((old_total + 1 + j as u64, w.index, w.block.to_vec()));
         }
+        let window = recent_window_start(new_total, new_t, state.block_cache_levels);
         let old_window = recent_window_start(old_total, old_total % n, state.block_cache_levels);
         state.recent.retain(|(w, _, _)| *w > window.min(old_window));
         state.save_recent()?;
@@ -433,13 +433,6 @@ pub fn new_root_from_paths(old_root: &B256, depth: u32, old: &[(u64, B256, Vec<B
         touched = parents;
     }
     nodes.get(&(depth, 0)).copied().context("no new root")
-}
-
-/// The first write number (exclusive) of the writes the smallest `levels` levels hold
-/// after `total` writes with counter t: writes `(total − (t mod 2^levels), total]`.
-pub(crate) fn recent_window_start(total: u64, t: u64, levels: u32) -> u64 {
-    let mask = if levels >= 64 { u64::MAX } else { (1u64 << levels) - 1 };
-    total - (t & mask)
 }
 
 /// Fails with [`Misbehaved`] unless `ok`.

@@ -672,9 +672,7 @@ pub(crate) async fn finish_write(
             state.rebuild_count += 1;
         }
     }
-    let window = super::batch::recent_window_start(state.total_writes(), state.write_count, state.block_cache_levels);
-    let total = state.total_writes();
-    state.recent.retain(|(w, _, _)| *w > window && *w <= total);
+    state.trim_recent();
     if cache {
         state.adopt_stash(&[written.run]);
         state.pending = None;
