@@ -503,20 +503,7 @@ impl OwnerState {
         self.recent.retain(|(w, _, _)| *w <= after);
         let start = self.recent.len();
         self.recent.extend(writes.into_iter().enumerate().map(|(j, (i, b))| (after + 1 + j as u64, i, b)));
-        let Some(path) = self.recent_path() else { return Ok(()) };
-        let fresh = &self.recent[start..];
-        let last = fresh.iter().map(|r| r.0).max().unwrap_or(after);
-        if let Some((records, through)) = self.recent_disk {
-            if records + fresh.len() as u64 <= 2 * self.recent.len() as u64 + 256 {
-                let mut buf = Vec::with_capacity(fresh.iter().map(|r| 56 + r.2.len()).sum());
-                fresh.iter().for_each(|r| push_recent_record(&mut buf, r));
-                append_durably(&path, &buf)?;
-                self.recent_disk = Some((records + fresh.len() as u64, through.max(last)));
-                return Ok(());
-            }
-        }
-        self.recent_disk = None;
-        self.save_recent()
+        self.store_recent(start..self.recent.len())
     }
 
     /// Keeps in [`OwnerState::recent`] only the writes of the current smallest levels
@@ -540,15 +527,28 @@ impl OwnerState {
     /// stale (entries of levels consumed since): a batch costs its own blocks, not the
     /// whole cache (up to 2^L − 1 blocks).
     pub fn save_recent(&mut self) -> anyhow::Result<()> {
+        let through = self.recent_disk.map_or(0, |(_, through)| through);
+        let fresh: Vec<usize> = (0..self.recent.len()).filter(|&k| self.recent[k].0 > through).collect();
+        self.store_recent(fresh)
+    }
+
+    /// Makes the entries `fresh` (positions in [`OwnerState::recent`]) durable in the
+    /// sidecar: appended (one fsync) when the file's content is known
+    /// ([`OwnerState::recent_disk`]) and not mostly stale, else the file rewritten whole
+    /// from [`OwnerState::recent`]. Errors: the sidecar cannot be written.
+    fn store_recent(&mut self, fresh: impl IntoIterator<Item = usize>) -> anyhow::Result<()> {
         let Some(path) = self.recent_path() else { return Ok(()) };
         let last = self.recent.iter().map(|r| r.0).max().unwrap_or(0);
         if let Some((records, through)) = self.recent_disk {
-            let fresh: Vec<&RecentWrite> = self.recent.iter().filter(|r| r.0 > through).collect();
-            if records + fresh.len() as u64 <= 2 * self.recent.len() as u64 + 256 {
-                let mut buf = Vec::new();
-                fresh.iter().for_each(|r| push_recent_record(&mut buf, r));
+            let mut buf = Vec::new();
+            let mut count = 0u64;
+            for k in fresh {
+                push_recent_record(&mut buf, &self.recent[k]);
+                count += 1;
+            }
+            if records + count <= 2 * self.recent.len() as u64 + 256 {
                 append_durably(&path, &buf)?;
-                self.recent_disk = Some((records + fresh.len() as u64, through.max(last)));
+                self.recent_disk = Some((records + count, through.max(last)));
                 return Ok(());
             }
         }
