@@ -93,10 +93,15 @@ pub enum Misbehavior {
     /// `Internal`, as if the request was lost on the way (the owner's intent recovery
     /// must send it again).
     DropWrites,
-    /// Apply every owner `Write` / `WriteBatch` / `Resize`, then answer `Internal` instead of the
-    /// reply, as if the answer was lost (the owner's recovery must learn it with
-    /// `Outcome`).
+    /// Apply every owner `Write` / `WriteBatch` / `Resize` / `UploadFinish`, then answer
+    /// `Internal` instead of the reply, as if the answer was lost (the owner's recovery
+    /// must learn it with `Outcome`).
     LoseWriteAnswers,
+    /// Answer the first `Outcome` asked `NotApplied` whatever the record says, as a node
+    /// still applying the request asked about answers at that instant (a CLI killed
+    /// mid-request and restarted at once); later ones truthfully. The owner's recovery
+    /// must not take the refusal of the copy it then sends for a refusal of the request.
+    StaleOutcomeOnce,
     /// Co-sign every digest the owner sends (the node records the version as signed),
     /// then answer `Internal` instead of the signature, as if the answer was lost (the
     /// owner's next checkpoint must take a higher version).
@@ -116,8 +121,9 @@ impl std::str::FromStr for Misbehavior {
             "drop-writes" => Ok(Self::DropWrites),
             "lose-write-answers" => Ok(Self::LoseWriteAnswers),
             "lose-cosign-answers" => Ok(Self::LoseCosignAnswers),
+            "stale-outcome-once" => Ok(Self::StaleOutcomeOnce),
             _ => Err(format!(
-                "unknown misbehavior {s:?} (none, wrong-block, stale-level, other-deal, commit-wrong, partial-blocks, drop-writes, lose-write-answers, lose-cosign-answers)"
+                "unknown misbehavior {s:?} (none, wrong-block, stale-level, other-deal, commit-wrong, partial-blocks, drop-writes, lose-write-answers, lose-cosign-answers, stale-outcome-once)"
             )),
         }
     }
@@ -153,12 +159,23 @@ pub struct NodeHandler {
     serve_rate: Option<ServeRate>,
     resize_policy: Option<ResizePolicy>,
     metrics: Option<Arc<crate::metrics::NodeMetrics>>,
+    /// Whether [`Misbehavior::StaleOutcomeOnce`] has told its one stale outcome.
+    stale_outcome_told: std::sync::atomic::AtomicBool,
 }
 
 impl NodeHandler {
     /// A handler over `store`, checking uploads against `deals`, co-signing with `signer`.
     pub fn new(store: Arc<Store>, deals: Arc<dyn DealLookup>, signer: Arc<ProviderSigner>) -> Self {
-        Self { store, deals, signer, misbehavior: Misbehavior::None, serve_rate: None, resize_policy: None, metrics: None }
+        Self {
+            store,
+            deals,
+            signer,
+            misbehavior: Misbehavior::None,
+            serve_rate: None,
+            resize_policy: None,
+            metrics: None,
+            stale_outcome_told: std::sync::atomic::AtomicBool::new(false),
+        }
     }
 
     /// Counts every request, its latency and the block bytes written and served in
@@ -361,6 +378,12 @@ impl NodeHandler {
             }
             Request::Outcome { deal, nonce } => {
                 let (last_nonce, answer) = self.blocking(move |s| s.outcome(deal, nonce)).await?;
+                if self.misbehavior == Misbehavior::StaleOutcomeOnce
+                    && answer.is_some()
+                    && !self.stale_outcome_told.swap(true, std::sync::atomic::Ordering::SeqCst)
+                {
+                    return Ok(Response::Outcome(WireOutcome::NotApplied { last_nonce: nonce.saturating_sub(1) }));
+                }
                 let outcome = match answer {
                     Some(LastAnswer::Written(o)) => WireOutcome::Applied {
                         nonce,
@@ -498,7 +521,7 @@ impl NodeHandler {
             return Err(Fail::new(ErrorCode::Internal, "TESTING ONLY: write dropped"));
         }
         let loses_answer = match self.misbehavior {
-            Misbehavior::LoseWriteAnswers => is_write,
+            Misbehavior::LoseWriteAnswers => is_write || matches!(parsed, OwnerOp::UploadFinish),
             Misbehavior::LoseCosignAnswers => matches!(parsed, OwnerOp::Cosign { .. }),
             _ => false,
         };

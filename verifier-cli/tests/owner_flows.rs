@@ -402,6 +402,44 @@ async fn a_lost_batch_or_a_lost_batch_answer_is_settled_by_the_intent_recovery()
     assert_eq!(flows::download(honest, &st, None).await.unwrap(), model);
 }
 
+/// The race the kill campaign found: an owner killed mid-`UploadFinish` and restarted
+/// at once asks `Outcome` while the node is still applying the finish, hears
+/// `NotApplied`, sends the finish again and is refused ("already live"). The refusal
+/// of that copy is not a refusal of the request: the owner asks once more, learns the
+/// answer and settles it, instead of dropping the intent of an upload the node holds.
+/// (The node's `stale-outcome-once` mode tells the one stale outcome at will.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_not_applied_outcome_does_not_make_the_owner_drop_an_applied_upload() {
+    use dpor_client::owner::machine::{self, Phase};
+    use dpor_client::owner::recover;
+    use dpor_client::owner_state::Pending;
+    let (n, beta) = (16u64, 64u32);
+    let node = shared_store(n, beta, &[Misbehavior::None, Misbehavior::LoseWriteAnswers, Misbehavior::StaleOutcomeOnce]).await;
+    let (honest, loses, stale) = (&node.clients[0], &node.clients[1], &node.clients[2]);
+    let auth = OwnerAuth { key: &node.owner, chain_id: CHAIN, market: node.market, deal: 1 };
+    let sdir = tempfile::tempdir().unwrap();
+    let mut st = state(1, n, beta, node.market);
+    st.path = Some(sdir.path().join("owner.json"));
+    let model: Vec<u8> = (0..(n * beta as u64) as usize).map(|i| (i % 251) as u8).collect();
+    // The finish is applied and its answer lost.
+    let err = flows::upload(loses, &auth, &mut st, &model, None).await.unwrap_err();
+    assert!(format!("{err:#}").contains("did not answer"), "{err:#}");
+    let Some(Pending::UploadFinish { nonce, .. }) = st.pending.clone() else { panic!("an upload finish pending: {:?}", st.pending) };
+    let live = honest.status(1).await.unwrap();
+    // A new process, whose first question meets the stale answer.
+    let mut back = OwnerState::load(st.path.as_ref().unwrap()).unwrap();
+    let notes = recover::recover(stale, &auth, &mut back).await.unwrap();
+    assert!(back.pending.is_none(), "{notes:?}");
+    assert_eq!(machine::phase(&back), Phase::Idle, "{notes:?}");
+    assert!(back.uploaded, "the upload the node holds is the owner's: {notes:?}");
+    assert_eq!(back.root_u, live.root_u);
+    assert_eq!(flows::download(honest, &back, None).await.unwrap(), model);
+    // The stale answer was told during the recovery (the mode is not a no-op): the node
+    // now answers truthfully.
+    let told = stale.outcome(1, nonce).await.unwrap();
+    assert!(matches!(told, dpor_proto::messages::WireOutcome::Applied { .. }), "{told:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn byte_range_writes_and_syncs_match_a_plain_byte_array_and_pass_the_checkpoint_checks() {
     let (n, beta) = (32u64, 64u32);
