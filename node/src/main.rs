@@ -84,8 +84,9 @@ struct RunArgs {
     /// Testing only (cargo feature `testing`): cheat on audits (none, wrong-block,
     /// stale-level, other-deal), commit wrong coded blocks (commit-wrong), keep only
     /// half of every coded block, for audits and epoch proofs alike (partial-blocks),
-    /// or lose the owner's writes or the answers to its writes or co-signatures
-    /// (drop-writes, lose-write-answers, lose-cosign-answers).
+    /// lose the owner's writes or the answers to its writes, upload finishes or
+    /// co-signatures (drop-writes, lose-write-answers, lose-cosign-answers), or answer
+    /// the first `Outcome` of an applied request as not applied (stale-outcome-once).
     #[cfg(feature = "testing")]
     #[arg(long, hide = true)]
     misbehave: Option<dpor_node::handler::Misbehavior>,
