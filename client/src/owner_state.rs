@@ -28,6 +28,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 mod sigma_files;
+mod slots;
+pub use slots::read_json;
 pub use sigma_files::sidecars as sigma_sidecars;
 
 /// Default number of smallest levels whose checksums the owner caches: levels
@@ -363,9 +365,10 @@ impl OwnerState {
 
     /// Reads the state file.
     pub fn load(path: &Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path)
+        let buf = std::fs::read(path)
             .with_context(|| format!("cannot read the owner state {} (run `dpor deal open` first?)", path.display()))?;
-        let mut state: Self = serde_json::from_str(&text).with_context(|| format!("the owner state {} is corrupt", path.display()))?;
+        let json = slots::json_of(&buf, path)?;
+        let mut state: Self = serde_json::from_slice(json).with_context(|| format!("the owner state {} is corrupt", path.display()))?;
         state.path = Some(path.to_path_buf());
         state.recent = state.load_recent();
         // The cached checksums, from their sidecars (one read per file).
@@ -581,8 +584,10 @@ impl OwnerState {
         parse_recent(&buf).unwrap_or_default()
     }
 
-    /// Writes the state file atomically and durably (temp file, fsync, rename, fsync
-    /// of the folder), readable by the owner only, after the checksum sidecars it names
+    /// Writes the state file atomically and durably (in place, in the older of its two
+    /// slots, then `fdatasync`: [`slots`]; a new file the first time, by temp file,
+    /// fsync, rename and fsync of the folder), readable by the owner only, after the
+    /// checksum sidecars it names
     /// ([`RunEntry::sigma_file`]: one new sidecar for the cached σ not yet in one); then
     /// deletes the sidecars it no longer names. From then on the state lives at `path`
     /// ([`OwnerState::path`]). The blocks of a pending batch stay out of the JSON when
@@ -614,7 +619,7 @@ impl OwnerState {
         if let Some(Pending::WriteBatch { writes, recent_blocks: Some(_), .. }) = &mut self.pending {
             writes.iter_mut().zip(taken).for_each(|(w, b)| w.block = b);
         }
-        write_durably(path, text?.as_bytes())?;
+        slots::save(path, text?.as_bytes())?;
         self.path = Some(path.to_path_buf());
         if moved && self.block_cache_levels > 0 {
             // The block cache beside the new file too (the appends go there from now on).
@@ -1033,7 +1038,7 @@ mod tests {
         };
         s.levels = vec![Some(entry(0, 3)), Some(entry(1, 2))];
         s.persist().unwrap();
-        let text = std::fs::read_to_string(&path).unwrap();
+        let text = read_json(&path).unwrap();
         assert!(!text.contains("\"sigma\""), "no σ in the JSON: {text}");
         let files = sigma_files_of(&path);
         assert_eq!(files.len(), 1, "one sidecar for the two levels");
@@ -1057,7 +1062,7 @@ mod tests {
         let mut old = OwnerState::load(&path).unwrap();
         assert_eq!(old.levels[2].as_ref().unwrap().sigma, Some(level_sigma(8, 8)));
         old.persist().unwrap();
-        assert!(!std::fs::read_to_string(&path).unwrap().contains("\"sigma\""));
+        assert!(!read_json(&path).unwrap().contains("\"sigma\""));
         assert_eq!(OwnerState::load(&path).unwrap().levels, old.levels);
         // A damaged sidecar: an error naming it, never other checksums.
         let (name, side) = sigma_files::sidecars(&path).pop().unwrap();
@@ -1120,7 +1125,7 @@ mod tests {
             recent_blocks: Some(blocks_digest(&merkle::block_roots(&blocks.iter().map(|(_, b)| b.as_slice()).collect::<Vec<_>>()))),
         });
         s.persist().unwrap();
-        let text = std::fs::read_to_string(&path).unwrap();
+        let text = read_json(&path).unwrap();
         assert!(!text.contains("\"block\""), "no blocks in the JSON: {text}");
         assert_eq!(s.pending.as_ref().map(|p| matches!(p, Pending::WriteBatch { writes, .. } if writes[0].block.len() == 8)), Some(true));
         let back = OwnerState::load(&path).unwrap();

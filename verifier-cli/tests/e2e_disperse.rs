@@ -331,7 +331,7 @@ async fn put_replaces_a_provider_whose_capacity_went_to_other_deals() {
 /// does not record, while the recovered state starts from the node's last accepted
 /// nonce; either is a valid next nonce for the node.
 fn normalized(path: &std::path::Path) -> serde_json::Value {
-    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&dpor_client::owner_state::read_json(path).unwrap()).unwrap();
     v.as_object_mut().unwrap().remove("nonce");
     if let Some(levels) = v["levels"].as_array_mut() {
         while levels.last().is_some_and(|l| l.is_null()) {

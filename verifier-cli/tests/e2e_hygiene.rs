@@ -174,7 +174,7 @@ async fn a_javascript_client_reads_and_verifies_a_block() {
         let w = World::start().await;
         let data = w.make_file("file", 5 * BETA + 100, 21);
         let deal = w.open_and_upload("file", 16).await;
-        let state: serde_json::Value = serde_json::from_slice(&std::fs::read(w.path("owner.json")).unwrap()).unwrap();
+        let state: serde_json::Value = serde_json::from_str(&dpor_client::owner_state::read_json(&w.path("owner.json")).unwrap()).unwrap();
         let root_u = state["root_u"].as_str().expect("root_u in the owner state").to_string();
 
         for index in [0u64, 3, 5] {

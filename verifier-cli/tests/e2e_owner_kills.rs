@@ -297,7 +297,7 @@ impl Campaign {
     }
 
     fn owner_state(&self) -> serde_json::Value {
-        let text = std::fs::read_to_string(self.world.path(&self.state)).expect("owner state");
+        let text = dpor_client::owner_state::read_json(&self.world.path(&self.state)).expect("owner state");
         serde_json::from_str(&text).expect("owner state JSON")
     }
 
@@ -353,10 +353,10 @@ fn attempt(c: &mut Campaign, log: &mut Log, args: &[&str], moment: Moment, delay
             }
             Moment::NodeRandom | Moment::CliRandom => started.elapsed() >= delay,
             // A single write's intent ("write") or a batch's ("write_batch").
-            Moment::CliAfterIntent => std::fs::read_to_string(&state_path).is_ok_and(|s| s.contains("\"kind\": \"write")),
+            Moment::CliAfterIntent => dpor_client::owner_state::read_json(&state_path).is_ok_and(|s| s.contains("\"kind\": \"write")),
             Moment::NodeAfterUploadCommit => seen.contains("upload finished"),
             Moment::CliAfterUploadIntent => {
-                std::fs::read_to_string(&state_path).is_ok_and(|s| s.contains("\"kind\": \"upload_finish\""))
+                dpor_client::owner_state::read_json(&state_path).is_ok_and(|s| s.contains("\"kind\": \"upload_finish\""))
             }
             Moment::NodeAfterCosign | Moment::CliAfterCosign => seen.contains("co-signed digest"),
         };
