@@ -276,11 +276,11 @@ pub struct OwnerState {
     #[serde(skip)]
     pub recent: Vec<RecentWrite>,
     /// What the sidecar holds, when known to be a clean append-only file this process
-    /// read or wrote: (records in it, highest write number appended). `None` makes the
-    /// next [`OwnerState::save_recent`] rewrite it whole. Set to `None` by whoever
-    /// replaces entries of [`OwnerState::recent`] under numbers already saved.
+    /// read or wrote ([`RecentDisk`]). `None` makes the next
+    /// [`OwnerState::save_recent`] rewrite it whole. Set to `None` by whoever replaces
+    /// entries of [`OwnerState::recent`] under numbers already saved.
     #[serde(skip)]
-    pub recent_disk: Option<(u64, u64)>,
+    pub recent_disk: Option<RecentDisk>,
     /// Set when a run failed its deferred check ([`crate::owner::batch::verify_deferred`]):
     /// the node misbehaved, and the owner signs no digest from then on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -303,7 +303,32 @@ pub struct OwnerState {
     /// names the state it belongs to: [`crate::owner::local_levels`]).
     #[serde(skip)]
     pub local_levels: Option<LocalLevels>,
+    /// The checksum sidecars small enough to live inside the state file
+    /// ([`sigma_files::INLINE_MAX_VALUES`]), by name: written with the state's JSON at
+    /// every save (only those the state names), read back by [`OwnerState::load`].
+    #[serde(skip)]
+    inline_sigma: sigma_files::Inline,
 }
+
+/// The block cache's sidecar `<state>.recent` as this process knows it: its records,
+/// then zeros (space written ahead, so that an append overwrites allocated blocks of a
+/// file whose size does not change: its `fdatasync` is a data write and a cache flush,
+/// not a file-system journal commit; issue 23, the write max).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecentDisk {
+    /// Records in the file.
+    pub records: u64,
+    /// The highest write number appended.
+    pub through: u64,
+    /// Where the records end, in bytes: the next one is written there.
+    pub end: u64,
+    /// The file's length in bytes (the records, then zeros).
+    pub len: u64,
+}
+
+/// The zeros written ahead after the last record of the block cache's sidecar when it
+/// is rewritten or must grow, in bytes: about 250 single writes of 4 KiB blocks.
+const RECENT_SPARE_BYTES: u64 = 1 << 20;
 
 /// What identifies a deal and fixes its code, for [`OwnerState::new`].
 #[derive(Debug, Clone, Copy)]
@@ -360,6 +385,7 @@ impl OwnerState {
             path: None,
             stashed: Vec::new(),
             local_levels: None,
+            inline_sigma: sigma_files::Inline::new(),
         }
     }
 
@@ -367,8 +393,10 @@ impl OwnerState {
     pub fn load(path: &Path) -> anyhow::Result<Self> {
         let buf = std::fs::read(path)
             .with_context(|| format!("cannot read the owner state {} (run `dpor deal open` first?)", path.display()))?;
-        let json = slots::json_of(&buf, path)?;
-        let mut state: Self = serde_json::from_slice(json).with_context(|| format!("the owner state {} is corrupt", path.display()))?;
+        let contents = slots::contents_of(&buf, path)?;
+        let mut state: Self =
+            serde_json::from_slice(contents.json).with_context(|| format!("the owner state {} is corrupt", path.display()))?;
+        state.inline_sigma = sigma_files::parse_inline(contents.blob, path)?;
         state.path = Some(path.to_path_buf());
         state.recent = state.load_recent();
         // The cached checksums, from their sidecars (one read per file).
@@ -377,7 +405,7 @@ impl OwnerState {
         for e in entries.filter(|e| e.sigma.is_none()) {
             let Some(name) = e.sigma_file.clone() else { continue };
             if !files.contains_key(&name) {
-                files.insert(name.clone(), sigma_files::read(path, &name)?);
+                files.insert(name.clone(), sigma_files::read(path, &name, &state.inline_sigma)?);
             }
             let runs = files.get(&name).map(|r| r.as_slice()).unwrap_or_default();
             let (_, values) = runs
@@ -453,7 +481,7 @@ impl OwnerState {
     pub fn stash_sigmas(&mut self, runs: &[(WireRun, Vec<Fp>)]) -> anyhow::Result<()> {
         let values: Vec<(WireRun, Vec<u64>)> = runs.iter().map(|(r, s)| (*r, sigma_to_u64(s))).collect();
         if let Some(path) = self.path.clone() {
-            self.stash_file = Some(sigma_files::write(&path, &values)?);
+            self.stash_file = Some(sigma_files::write(&path, &values, &mut self.inline_sigma)?);
         }
         self.stashed = values;
         Ok(())
@@ -467,7 +495,7 @@ impl OwnerState {
         }
         let state = self.path.as_deref().context("no checksums kept for the pending run")?;
         let runs = match &self.stash_file {
-            Some(name) => sigma_files::read(state, name)?,
+            Some(name) => sigma_files::read(state, name, &self.inline_sigma)?,
             None => {
                 let path = self.sigma_path().context("no checksums kept for the pending run")?;
                 let buf = std::fs::read(&path).with_context(|| format!("cannot read the pending checksums {}", path.display()))?;
@@ -530,7 +558,7 @@ impl OwnerState {
     /// stale (entries of levels consumed since): a batch costs its own blocks, not the
     /// whole cache (up to 2^L − 1 blocks).
     pub fn save_recent(&mut self) -> anyhow::Result<()> {
-        let through = self.recent_disk.map_or(0, |(_, through)| through);
+        let through = self.recent_disk.map_or(0, |d| d.through);
         let fresh: Vec<usize> = (0..self.recent.len()).filter(|&k| self.recent[k].0 > through).collect();
         self.store_recent(fresh)
     }
@@ -542,24 +570,27 @@ impl OwnerState {
     fn store_recent(&mut self, fresh: impl IntoIterator<Item = usize>) -> anyhow::Result<()> {
         let Some(path) = self.recent_path() else { return Ok(()) };
         let last = self.recent.iter().map(|r| r.0).max().unwrap_or(0);
-        if let Some((records, through)) = self.recent_disk {
+        if let Some(d) = self.recent_disk {
             let mut buf = Vec::new();
             let mut count = 0u64;
             for k in fresh {
                 push_recent_record(&mut buf, &self.recent[k]);
                 count += 1;
             }
-            if records + count <= 2 * self.recent.len() as u64 + 256 {
-                append_durably(&path, &buf)?;
-                self.recent_disk = Some((records + count, through.max(last)));
+            if d.records + count <= 2 * self.recent.len() as u64 + 256 {
+                let len = append_durably(&path, d.end, d.len, &buf)?;
+                self.recent_disk =
+                    Some(RecentDisk { records: d.records + count, through: d.through.max(last), end: d.end + buf.len() as u64, len });
                 return Ok(());
             }
         }
         let mut buf = Vec::with_capacity(RECENT_MAGIC_2.len() + self.recent.iter().map(|r| 56 + r.2.len()).sum::<usize>());
         buf.extend_from_slice(RECENT_MAGIC_2);
         self.recent.iter().for_each(|r| push_recent_record(&mut buf, r));
+        let end = buf.len() as u64;
+        buf.resize(spare_len(end) as usize, 0);
         write_durably(&path, &buf)?;
-        self.recent_disk = Some((self.recent.len() as u64, last));
+        self.recent_disk = Some(RecentDisk { records: self.recent.len() as u64, through: last, end, len: buf.len() as u64 });
         Ok(())
     }
 
@@ -569,7 +600,7 @@ impl OwnerState {
         let Some(path) = self.recent_path() else { return Vec::new() };
         let Ok(buf) = std::fs::read(&path) else { return Vec::new() };
         if buf.starts_with(RECENT_MAGIC_2) {
-            let (records, clean) = parse_recent_2(&buf[RECENT_MAGIC_2.len()..]);
+            let (records, clean, used) = parse_recent_2(&buf[RECENT_MAGIC_2.len()..]);
             let count = records.len() as u64;
             // Last record per write number wins (a refused batch's numbers reused).
             let mut by_w: BTreeMap<u64, RecentWrite> = BTreeMap::new();
@@ -578,7 +609,12 @@ impl OwnerState {
             }
             let out: Vec<RecentWrite> = by_w.into_values().collect();
             // A torn last record (a crash mid-append): rewrite before appending again.
-            self.recent_disk = clean.then(|| (count, out.iter().map(|r| r.0).max().unwrap_or(0)));
+            self.recent_disk = clean.then(|| RecentDisk {
+                records: count,
+                through: out.iter().map(|r| r.0).max().unwrap_or(0),
+                end: (RECENT_MAGIC_2.len() + used) as u64,
+                len: buf.len() as u64,
+            });
             return out;
         }
         parse_recent(&buf).unwrap_or_default()
@@ -605,7 +641,7 @@ impl OwnerState {
         let missing: Vec<(WireRun, Vec<u64>)> =
             self.cached_entries_mut().filter(|e| e.sigma_file.is_none()).filter_map(|e| Some((e.run, e.sigma.clone()?))).collect();
         if !missing.is_empty() {
-            let name = sigma_files::write(path, &missing)?;
+            let name = sigma_files::write(path, &missing, &mut self.inline_sigma)?;
             for e in self.cached_entries_mut().filter(|e| e.sigma_file.is_none()) {
                 e.sigma_file = Some(name.clone());
             }
@@ -619,7 +655,13 @@ impl OwnerState {
         if let Some(Pending::WriteBatch { writes, recent_blocks: Some(_), .. }) = &mut self.pending {
             writes.iter_mut().zip(taken).for_each(|(w, b)| w.block = b);
         }
-        slots::save(path, text?.as_bytes())?;
+        // The small sidecars this state names go inside it.
+        let mut keep: Vec<String> =
+            self.c.iter().chain(self.levels.iter().flatten()).filter_map(|e| e.sigma_file.clone()).collect();
+        keep.extend(self.stash_file.clone());
+        self.inline_sigma.retain(|name, _| keep.contains(name));
+        let blob = sigma_files::encode_inline(&self.inline_sigma);
+        slots::save(path, slots::Contents { json: text?.as_bytes(), blob: &blob })?;
         self.path = Some(path.to_path_buf());
         if moved && self.block_cache_levels > 0 {
             // The block cache beside the new file too (the appends go there from now on).
@@ -632,8 +674,7 @@ impl OwnerState {
                 let _ = std::fs::remove_file(p);
             }
         }
-        let mut keep: Vec<&str> = self.c.iter().chain(self.levels.iter().flatten()).filter_map(|e| e.sigma_file.as_deref()).collect();
-        keep.extend(self.stash_file.as_deref());
+        let keep: Vec<&str> = keep.iter().map(String::as_str).collect();
         sigma_files::collect_garbage(path, &keep);
         Ok(())
     }
@@ -748,13 +789,32 @@ pub fn blocks_digest(roots: &[B256]) -> B256 {
     alloy_primitives::keccak256(roots.iter().flat_map(|r| r.0).collect::<Vec<u8>>())
 }
 
-/// Appends `data` to the file at `path` and fsyncs it. Errors: it cannot be opened,
-/// written or synced.
-fn append_durably(path: &Path, data: &[u8]) -> anyhow::Result<()> {
-    use std::io::Write as _;
-    let mut f = std::fs::OpenOptions::new().append(true).open(path).with_context(|| format!("cannot open {} to append", path.display()))?;
-    f.write_all(data).with_context(|| format!("cannot append to {}", path.display()))?;
-    f.sync_data().with_context(|| format!("cannot fsync {}", path.display()))
+/// Writes `data` at byte `end` of the file at `path`, `len` bytes long (records, then
+/// zeros), and fsyncs it (`fdatasync`). Within `len`, the file's size and blocks stay
+/// as they are; past it, the zeros of [`spare_len`] are written after `data`. Returns
+/// the file's new length. Errors: it cannot be opened, written or synced.
+fn append_durably(path: &Path, end: u64, len: u64, data: &[u8]) -> anyhow::Result<u64> {
+    use std::os::unix::fs::FileExt as _;
+    let f = std::fs::OpenOptions::new().write(true).open(path).with_context(|| format!("cannot open {} to append", path.display()))?;
+    let need = end + data.len() as u64;
+    let new_len = if need <= len {
+        f.write_all_at(data, end).with_context(|| format!("cannot append to {}", path.display()))?;
+        len
+    } else {
+        let grown = spare_len(need);
+        let mut buf = data.to_vec();
+        buf.resize((grown - end) as usize, 0);
+        f.write_all_at(&buf, end).with_context(|| format!("cannot append to {}", path.display()))?;
+        grown
+    };
+    f.sync_data().with_context(|| format!("cannot fsync {}", path.display()))?;
+    Ok(new_len)
+}
+
+/// The length of a block cache sidecar whose records end at byte `end`, with
+/// [`RECENT_SPARE_BYTES`] of zeros after them, rounded up to 4 KiB pages.
+fn spare_len(end: u64) -> u64 {
+    (end + RECENT_SPARE_BYTES).next_multiple_of(4096)
 }
 
 /// One record of the append-only sidecar: w, i, len (u64 LE), the block, keccak256 of those.
@@ -769,21 +829,28 @@ fn push_recent_record(buf: &mut Vec<u8>, (w, i, b): &RecentWrite) {
 }
 
 /// Records of an append-only sidecar (after its magic), up to the first damaged or
-/// truncated one; and whether the whole buffer was clean.
-fn parse_recent_2(mut buf: &[u8]) -> (Vec<RecentWrite>, bool) {
+/// truncated one or the zeros written ahead ([`RecentDisk`]; a record's write number
+/// is never 0); whether the whole buffer was clean (records, then zeros only); and the
+/// bytes the records take.
+fn parse_recent_2(buf: &[u8]) -> (Vec<RecentWrite>, bool, usize) {
     let mut out = Vec::new();
-    let u64_at = |b: &[u8], o: usize| b.get(o..o + 8).and_then(|x| x.try_into().ok()).map(u64::from_le_bytes);
-    while !buf.is_empty() {
-        let (Some(w), Some(i), Some(len)) = (u64_at(buf, 0), u64_at(buf, 8), u64_at(buf, 16)) else { return (out, false) };
-        let Some(end) = usize::try_from(len).ok().and_then(|l| l.checked_add(24)) else { return (out, false) };
-        let (Some(body), Some(check)) = (buf.get(..end), buf.get(end..end.saturating_add(32))) else { return (out, false) };
+    let mut at = 0usize;
+    let u64_at = |o: usize| buf.get(o..o + 8).and_then(|x| x.try_into().ok()).map(u64::from_le_bytes);
+    while at < buf.len() {
+        if buf[at..].iter().take(24).all(|b| *b == 0) {
+            // The zeros written ahead; anything else after them is a torn record.
+            return (out, buf[at..].iter().all(|b| *b == 0), at);
+        }
+        let (Some(w), Some(i), Some(len)) = (u64_at(at), u64_at(at + 8), u64_at(at + 16)) else { return (out, false, at) };
+        let Some(end) = usize::try_from(len).ok().and_then(|l| l.checked_add(at + 24)) else { return (out, false, at) };
+        let (Some(body), Some(check)) = (buf.get(at..end), buf.get(end..end.saturating_add(32))) else { return (out, false, at) };
         if check.len() != 32 || alloy_primitives::keccak256(body).as_slice() != check {
-            return (out, false);
+            return (out, false, at);
         }
         out.push((w, i, body[24..].to_vec()));
-        buf = &buf[end + 32..];
+        at = end + 32;
     }
-    (out, true)
+    (out, true, at)
 }
 
 fn parse_recent(buf: &[u8]) -> Option<Vec<RecentWrite>> {
@@ -851,7 +918,8 @@ mod tests {
         let path = dir.path().join("owner.json");
         let mut s = state(Some(path.clone()));
         let run = WireRun { tag: 0, built_at: 4 };
-        let sigma: Vec<Fp> = (0..16u64).map(|i| field::from_bytes((i * 7).to_le_bytes()).unwrap()).collect();
+        // More values than a sidecar kept inside the state file holds: a file of its own.
+        let sigma: Vec<Fp> = (0..2048u64).map(|i| field::from_bytes((i * 7).to_le_bytes()).unwrap()).collect();
         s.stash_sigma(run, &sigma).unwrap();
         s.pending = Some(Pending::StoreSealed { run, next: 3, more: vec![] });
         s.persist().unwrap();
@@ -943,12 +1011,31 @@ mod tests {
         let side = PathBuf::from(format!("{}.recent", path.display()));
         let w = |n: u64| (n, n % 64, vec![n as u8; 8]);
         s.recent = (1..=3).map(w).collect();
-        s.save_recent().unwrap(); // first save: whole file
+        s.save_recent().unwrap(); // first save: whole file, the records then zeros
         let len3 = std::fs::metadata(&side).unwrap().len();
+        let d3 = s.recent_disk.unwrap();
+        assert_eq!((d3.len, d3.records), (len3, 3));
+        assert!(len3 >= d3.end + RECENT_SPARE_BYTES, "zeros written ahead");
+        let ino = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&side).unwrap());
         s.recent.extend((4..=5).map(w));
-        s.save_recent().unwrap(); // appends two records (8 + 24 + 32 bytes each)
-        assert_eq!(std::fs::metadata(&side).unwrap().len(), len3 + 2 * 64);
+        s.save_recent().unwrap(); // appends two records (8 + 24 + 32 bytes each) into the zeros
+        assert_eq!(std::fs::metadata(&side).unwrap().len(), len3, "the file's size does not change");
+        assert_eq!(std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&side).unwrap()), ino, "appended in place");
+        assert_eq!(s.recent_disk.unwrap().end, d3.end + 2 * 64);
+        let back = OwnerState::load(&path).unwrap();
+        assert_eq!(back.recent, s.recent);
+        assert_eq!(back.recent_disk, s.recent_disk, "the load finds where the records end");
+        // Appends past the zeros grow the file, with zeros ahead again.
+        let big = |n: u64| (n, n % 64, vec![n as u8; 300 << 10]);
+        s.recent.extend((6..=9).map(big));
+        s.save_recent().unwrap();
+        let d = s.recent_disk.unwrap();
+        assert_eq!(std::fs::metadata(&side).unwrap().len(), d.len);
+        assert!(d.len >= d.end + RECENT_SPARE_BYTES && d.len > len3);
         assert_eq!(OwnerState::load(&path).unwrap().recent, s.recent);
+        s.recent.retain(|r| r.0 <= 5);
+        s.recent_disk = None;
+        s.save_recent().unwrap();
         // A refused batch's number reused with another block: the last record wins
         // after a rewrite (the owner marks the file for it).
         s.recent.retain(|r| r.0 <= 4);
@@ -957,18 +1044,19 @@ mod tests {
         s.save_recent().unwrap();
         let back = OwnerState::load(&path).unwrap();
         assert_eq!(back.recent, s.recent);
-        // A torn append (crash mid-record): the clean prefix loads, and the next save
-        // rewrites instead of appending after the tear.
+        // A torn append (crash mid-record, into the zeros): the clean prefix loads, and
+        // the next save rewrites instead of appending after the tear.
         let mut bytes = std::fs::read(&side).unwrap();
-        let good = bytes.len();
-        bytes.extend_from_slice(&[7u8; 30]);
+        let good = back.recent_disk.unwrap().end as usize;
+        bytes[good..good + 30].copy_from_slice(&[7u8; 30]);
         std::fs::write(&side, &bytes).unwrap();
         let mut back = OwnerState::load(&path).unwrap();
         assert_eq!(back.recent, s.recent);
         assert_eq!(back.recent_disk, None);
         back.recent.push(w(6));
         back.save_recent().unwrap();
-        assert_eq!(std::fs::metadata(&side).unwrap().len() as usize, good + 64, "rewritten, not appended after the tear");
+        assert_eq!(back.recent_disk.unwrap().end as usize, good + 64, "rewritten, not appended after the tear");
+        assert!(std::fs::read(&side).unwrap()[good + 64..].iter().all(|b| *b == 0), "the tear is gone");
         assert_eq!(OwnerState::load(&path).unwrap().recent, back.recent);
         // Mostly stale (levels consumed): compacted to what is kept.
         for n in 7..400u64 {
@@ -976,7 +1064,8 @@ mod tests {
             back.recent.retain(|r| r.0 > n.saturating_sub(3));
             back.save_recent().unwrap();
         }
-        assert!(std::fs::metadata(&side).unwrap().len() < 600 * 64, "the sidecar stays bounded");
+        assert!(back.recent_disk.unwrap().end < 600 * 64, "the sidecar stays bounded");
+        assert!(std::fs::metadata(&side).unwrap().len() <= spare_len(600 * 64));
         let loaded = OwnerState::load(&path).unwrap().recent;
         assert!(back.recent.iter().all(|r| loaded.contains(r)), "every kept write is on disk");
     }
@@ -1010,6 +1099,10 @@ mod tests {
         assert_eq!(s.path.as_deref(), Some(path.as_path()));
     }
 
+    /// Positions of a test level whose σ (2 × [`BIG`] values) is too large to be kept
+    /// inside the state file ([`sigma_files::INLINE_MAX_VALUES`]): a sidecar file.
+    const BIG: u64 = 1024;
+
     fn level_sigma(k: u64, size: u64) -> Vec<u64> {
         (0..size * RHO as u64).map(|i| i * 31 + k).collect()
     }
@@ -1032,7 +1125,7 @@ mod tests {
         let entry = |l: u32, k: u64| RunEntry {
             run: WireRun { tag: l + 1, built_at: k },
             root: B256::repeat_byte(k as u8),
-            sigma: Some(level_sigma(k, 2u64 << l)),
+            sigma: Some(level_sigma(k, BIG << l)),
             sigma_file: None,
             unchecked: false,
         };
@@ -1057,10 +1150,10 @@ mod tests {
         // An older file: σ inline, no sidecar.
         let mut v = serde_json::to_value(&s).unwrap();
         v["levels"][2].as_object_mut().unwrap().remove("sigma_file");
-        v["levels"][2]["sigma"] = serde_json::json!(level_sigma(8, 8));
+        v["levels"][2]["sigma"] = serde_json::json!(level_sigma(8, BIG));
         std::fs::write(&path, v.to_string()).unwrap();
         let mut old = OwnerState::load(&path).unwrap();
-        assert_eq!(old.levels[2].as_ref().unwrap().sigma, Some(level_sigma(8, 8)));
+        assert_eq!(old.levels[2].as_ref().unwrap().sigma, Some(level_sigma(8, BIG)));
         old.persist().unwrap();
         assert!(!read_json(&path).unwrap().contains("\"sigma\""));
         assert_eq!(OwnerState::load(&path).unwrap().levels, old.levels);
@@ -1085,7 +1178,7 @@ mod tests {
         let path = dir.path().join("owner.json");
         let mut s = state(Some(path.clone()));
         let run = WireRun { tag: 2, built_at: 6 };
-        let sigma: Vec<Fp> = level_sigma(4, 4).into_iter().map(|x| field::from_bytes(x.to_le_bytes()).unwrap()).collect();
+        let sigma: Vec<Fp> = level_sigma(4, BIG).into_iter().map(|x| field::from_bytes(x.to_le_bytes()).unwrap()).collect();
         s.stash_sigma(run, &sigma).unwrap();
         s.pending = Some(Pending::StoreSealed { run, next: 0, more: vec![] });
         s.persist().unwrap();
@@ -1099,6 +1192,52 @@ mod tests {
         let back = OwnerState::load(&path).unwrap();
         assert_eq!(back.levels[1].as_ref().unwrap().sigma, Some(sigma_to_u64(&sigma)));
         assert_eq!(back.stash_file, None);
+    }
+
+    /// A small σ (the new level of most single writes) stays inside the state file: no
+    /// sidecar file is written or deleted for it; the stash reloads, the commit adopts
+    /// it, a reload finds the level's σ, and once no level names it the state drops it.
+    /// A damaged copy inside the file fails the state's own check (the older slot is
+    /// read, the state before the save).
+    #[test]
+    fn small_checksums_stay_inside_the_state_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("owner.json");
+        let mut s = state(Some(path.clone()));
+        s.persist().unwrap();
+        let run = WireRun { tag: 1, built_at: 2 };
+        let sigma: Vec<Fp> = level_sigma(3, 4).into_iter().map(|x| field::from_bytes(x.to_le_bytes()).unwrap()).collect();
+        s.stash_sigma(run, &sigma).unwrap();
+        s.pending = Some(Pending::StoreSealed { run, next: 0, more: vec![] });
+        s.persist().unwrap();
+        assert!(sigma_files_of(&path).is_empty(), "no sidecar file for a small stash");
+        let back = OwnerState::load(&path).unwrap();
+        assert_eq!(back.stashed_sigma(run).unwrap(), sigma, "the stash from inside the state file");
+        // Committed: the level adopts the stash.
+        s.levels = vec![Some(RunEntry { run, root: B256::ZERO, sigma: Some(sigma_to_u64(&sigma)), sigma_file: None, unchecked: false })];
+        s.adopt_stash(&[run]);
+        s.pending = None;
+        s.drop_sigma();
+        s.persist().unwrap();
+        let back = OwnerState::load(&path).unwrap();
+        assert_eq!(back.levels, s.levels);
+        assert_eq!(back.levels[0].as_ref().unwrap().sigma, Some(sigma_to_u64(&sigma)));
+        assert_eq!(back.inline_sigma.len(), 1);
+        assert!(sigma_files_of(&path).is_empty());
+        // The level consumed: nothing names the σ, and the state drops it.
+        s.levels = vec![None, None];
+        s.persist().unwrap();
+        assert!(OwnerState::load(&path).unwrap().inline_sigma.is_empty());
+        // A level with a large σ beside a small one: one file, one kept inside.
+        s.levels = vec![None, Some(RunEntry { run: WireRun { tag: 2, built_at: 4 }, root: B256::ZERO, sigma: Some(level_sigma(5, BIG)), sigma_file: None, unchecked: false })];
+        s.persist().unwrap();
+        s.stash_sigma(run, &sigma).unwrap();
+        s.pending = Some(Pending::StoreSealed { run, next: 0, more: vec![] });
+        s.persist().unwrap();
+        assert_eq!(sigma_files_of(&path).len(), 1);
+        let back = OwnerState::load(&path).unwrap();
+        assert_eq!(back.levels, s.levels);
+        assert_eq!(back.stashed_sigma(run).unwrap(), sigma);
     }
 
     /// A pending batch's blocks are in the recent-writes sidecar, not the JSON, and
@@ -1133,7 +1272,8 @@ mod tests {
         // The sidecar without the batch's last record: an error naming the write.
         let side = PathBuf::from(format!("{}.recent", path.display()));
         let bytes = std::fs::read(&side).unwrap();
-        std::fs::write(&side, &bytes[..bytes.len() - (24 + 8 + 32)]).unwrap();
+        let end = s.recent_disk.unwrap().end as usize;
+        std::fs::write(&side, &bytes[..end - (24 + 8 + 32)]).unwrap();
         let err = format!("{:#}", OwnerState::load(&path).unwrap_err());
         assert!(err.contains("write 6"), "{err}");
         // A record replaced under the same number and index: the digest refuses it.

@@ -11,6 +11,12 @@
 //! ([`collect_garbage`]). A name thus always means one content: a resize, which can
 //! give a run a name an older run had, cannot make a state read another run's σ.
 //!
+//! A sidecar of at most [`INLINE_MAX_VALUES`] values is kept inside the state file
+//! instead (its slots' blob, `super::slots`, written with the state that names it), by
+//! the same name: the new level of all but one in 2^8 single writes, which would
+//! otherwise cost a file of its own per write (create, fsync, rename, folder fsync,
+//! and its deletion later).
+//!
 //! Format (little-endian): magic `dpor-sigma-2`, the number of runs (u64), then per run
 //! its tag (u32), `built_at` (u64), the number of values (u64) and the values (u64
 //! each); then keccak256 of everything before it. Files with magic `dpor-sigma-1` (one
@@ -18,7 +24,16 @@
 
 use anyhow::Context;
 use dpor_proto::messages::WireRun;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+/// The most checksum values (u64 each) a sidecar may hold to be kept inside the state
+/// file rather than in a file of its own: 1,024 values (8 KiB), the σ of a level of up
+/// to 2^8 coded blocks at ρ = 2.
+pub(super) const INLINE_MAX_VALUES: usize = 1024;
+
+/// The sidecars kept inside the state file: their bytes ([`encode`]) by name.
+pub(super) type Inline = BTreeMap<String, Vec<u8>>;
 
 /// Magic of the checksum sidecar file (one run; still read).
 pub(super) const SIGMA_MAGIC: &[u8; 12] = b"dpor-sigma-1";
@@ -55,12 +70,46 @@ pub(super) fn path(state: &Path, name: &str) -> PathBuf {
     PathBuf::from(format!("{}.sigma.{name}", state.display()))
 }
 
-/// Writes a sidecar holding `runs` beside `state`, durably; returns its name.
+/// Writes a sidecar holding `runs` beside `state`, durably, or, when it holds at most
+/// [`INLINE_MAX_VALUES`] values, puts it into `inline` (durable with the next save of
+/// the state, which must come before anything relies on it); returns its name.
 /// Errors: the file cannot be written.
-pub(super) fn write(state: &Path, runs: &[(WireRun, Vec<u64>)]) -> anyhow::Result<String> {
+pub(super) fn write(state: &Path, runs: &[(WireRun, Vec<u64>)], inline: &mut Inline) -> anyhow::Result<String> {
     let (buf, name) = encode(runs);
-    super::write_durably(&path(state, &name), &buf)?;
+    if runs.iter().map(|(_, v)| v.len()).sum::<usize>() <= INLINE_MAX_VALUES {
+        inline.insert(name.clone(), buf);
+    } else {
+        super::write_durably(&path(state, &name), &buf)?;
+    }
     Ok(name)
+}
+
+/// The blob of the state file that holds the sidecars `inline` (little-endian): per
+/// sidecar its length (u64) and its bytes ([`encode`]); empty for none.
+pub(super) fn encode_inline(inline: &Inline) -> Vec<u8> {
+    let mut out = Vec::with_capacity(inline.values().map(|b| 8 + b.len()).sum());
+    for b in inline.values() {
+        out.extend_from_slice(&(b.len() as u64).to_le_bytes());
+        out.extend_from_slice(b);
+    }
+    out
+}
+
+/// The sidecars in a state file's blob ([`encode_inline`]), each checked. Errors: a
+/// damaged or truncated blob (`shown` names the state file).
+pub(super) fn parse_inline(mut blob: &[u8], shown: &Path) -> anyhow::Result<Inline> {
+    let bad = || anyhow::anyhow!("the checksums inside the owner state {} are damaged", shown.display());
+    let mut out = Inline::new();
+    while !blob.is_empty() {
+        let len = blob.get(..8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes).ok_or_else(bad)?;
+        let end = usize::try_from(len).ok().and_then(|l| l.checked_add(8)).filter(|e| *e <= blob.len() && *e >= 8 + 32).ok_or_else(bad)?;
+        let buf = &blob[8..end];
+        let name = name_of(&buf[buf.len() - 32..]);
+        parse(buf, Some(&name), shown)?;
+        out.insert(name, buf.to_vec());
+        blob = &blob[end..];
+    }
+    Ok(out)
 }
 
 /// Parses a sidecar's bytes (either magic). `expect_name`, when given, must be the
@@ -99,10 +148,13 @@ pub(super) fn parse(buf: &[u8], expect_name: Option<&str>, shown: &Path) -> anyh
     Ok(out)
 }
 
-/// Reads sidecar `name` beside `state`. Errors: missing, damaged, or not the content
-/// its name says.
-pub(super) fn read(state: &Path, name: &str) -> anyhow::Result<RunSigmas> {
+/// Reads sidecar `name`: from `inline` (kept inside the state file), else the file
+/// beside `state`. Errors: missing, damaged, or not the content its name says.
+pub(super) fn read(state: &Path, name: &str, inline: &Inline) -> anyhow::Result<RunSigmas> {
     let p = path(state, name);
+    if let Some(buf) = inline.get(name) {
+        return parse(buf, Some(name), &p);
+    }
     let buf = std::fs::read(&p).with_context(|| format!("cannot read the checksums file {}", p.display()))?;
     parse(&buf, Some(name), &p)
 }
