@@ -1,17 +1,20 @@
-//! The owner's state: a small JSON file (DESIGN §1: "a 32-byte secret seed, its
+//! The owner's state: a small JSON document (DESIGN §1: "a 32-byte secret seed, its
 //! Ethereum key, a few counters and roots, an optional cache of the smallest levels").
 //!
 //! It holds the secret seed the checksum keys derive from (so it is written with mode
 //! 0600), the deal's shape, the roots the owner has verified, the write counter, the
 //! last nonce it used with the node, the last digest version it posted, and the
 //! checksums σ of the filled levels up to `cache_levels` (levels above are fetched
-//! from the node as σ̃ when a rebuild consumes them). Saved atomically (temp file,
-//! fsync, rename, fsync of the folder) after every operation that changes it.
+//! from the node as σ̃ when a rebuild consumes them). Saved atomically after every
+//! operation that changes it, in place into the older of the file's two slots with
+//! `fdatasync` (`slots`; the first save of a file by temp file, fsync, rename and
+//! fsync of the folder).
 //!
 //! **Intent.** Before the owner sends a request whose answer changes its state (a
 //! write, the upload's finish), it saves the request as [`Pending`] in this file, and
-//! the checksums σ the answer must be checked against in a sidecar file
-//! `<state>.sigma` ([`OwnerState::stash_sigma`]); after checking the answer it commits
+//! the checksums σ the answer must be checked against in a sidecar
+//! `<state>.sigma.<name>`, or inside the state file when small
+//! ([`OwnerState::stash_sigma`]); after checking the answer it commits
 //! the new state and clears the intent in one save. A crash (of the owner, the node
 //! or the connection) at any point thus leaves either the old state with an intent,
 //! which the next command resolves with the node (`owner::recover`), or the new one.
@@ -304,7 +307,7 @@ pub struct OwnerState {
     #[serde(skip)]
     pub local_levels: Option<LocalLevels>,
     /// The checksum sidecars small enough to live inside the state file
-    /// ([`sigma_files::INLINE_MAX_VALUES`]), by name: written with the state's JSON at
+    /// (`sigma_files::INLINE_MAX_VALUES`), by name: written with the state's JSON at
     /// every save (only those the state names), read back by [`OwnerState::load`].
     #[serde(skip)]
     inline_sigma: sigma_files::Inline,
@@ -621,7 +624,7 @@ impl OwnerState {
     }
 
     /// Writes the state file atomically and durably (in place, in the older of its two
-    /// slots, then `fdatasync`: [`slots`]; a new file the first time, by temp file,
+    /// slots, then `fdatasync`: `slots`; a new file the first time, by temp file,
     /// fsync, rename and fsync of the folder), readable by the owner only, after the
     /// checksum sidecars it names
     /// ([`RunEntry::sigma_file`]: one new sidecar for the cached σ not yet in one); then
@@ -1100,7 +1103,7 @@ mod tests {
     }
 
     /// Positions of a test level whose σ (2 × [`BIG`] values) is too large to be kept
-    /// inside the state file ([`sigma_files::INLINE_MAX_VALUES`]): a sidecar file.
+    /// inside the state file (`sigma_files::INLINE_MAX_VALUES`): a sidecar file.
     const BIG: u64 = 1024;
 
     fn level_sigma(k: u64, size: u64) -> Vec<u64> {
