@@ -797,21 +797,27 @@ pub fn blocks_digest(roots: &[B256]) -> B256 {
 /// as they are; past it, the zeros of [`spare_len`] are written after `data`. Returns
 /// the file's new length. Errors: it cannot be opened, written or synced.
 fn append_durably(path: &Path, end: u64, len: u64, data: &[u8]) -> anyhow::Result<u64> {
-    use std::os::unix::fs::FileExt as _;
-    let f = std::fs::OpenOptions::new().write(true).open(path).with_context(|| format!("cannot open {} to append", path.display()))?;
     let need = end + data.len() as u64;
-    let new_len = if need <= len {
-        f.write_all_at(data, end).with_context(|| format!("cannot append to {}", path.display()))?;
-        len
-    } else {
-        let grown = spare_len(need);
-        let mut buf = data.to_vec();
-        buf.resize((grown - end) as usize, 0);
-        f.write_all_at(&buf, end).with_context(|| format!("cannot append to {}", path.display()))?;
-        grown
-    };
-    f.sync_data().with_context(|| format!("cannot fsync {}", path.display()))?;
-    Ok(new_len)
+    if need <= len {
+        write_at_durably(path, end, data)?;
+        return Ok(len);
+    }
+    let grown = spare_len(need);
+    let mut buf = data.to_vec();
+    buf.resize((grown - end) as usize, 0);
+    write_at_durably(path, end, &buf)?;
+    Ok(grown)
+}
+
+/// Writes `data` at byte `offset` of the existing file at `path` and `fdatasync`s it:
+/// within the file's length, no block is allocated and no metadata changes (the state
+/// file's slots, the block cache's zeros written ahead). Errors: it cannot be opened,
+/// written or synced.
+fn write_at_durably(path: &Path, offset: u64, data: &[u8]) -> anyhow::Result<()> {
+    use std::os::unix::fs::FileExt as _;
+    let f = std::fs::OpenOptions::new().write(true).open(path).with_context(|| format!("cannot open {} to write", path.display()))?;
+    f.write_all_at(data, offset).with_context(|| format!("cannot write {}", path.display()))?;
+    f.sync_data().with_context(|| format!("cannot fsync {}", path.display()))
 }
 
 /// The length of a block cache sidecar whose records end at byte `end`, with

@@ -159,10 +159,7 @@ pub(super) fn save(path: &Path, contents: Contents<'_>) -> anyhow::Result<()> {
         return write_new(path, seq + 1, contents);
     }
     let target = 1 - slot;
-    use std::os::unix::fs::FileExt as _;
-    let f = std::fs::OpenOptions::new().write(true).open(path).with_context(|| format!("cannot open the owner state {}", path.display()))?;
-    f.write_all_at(&rec, HEADER_BYTES + target * slot_bytes).with_context(|| format!("cannot write the owner state {}", path.display()))?;
-    f.sync_data().with_context(|| format!("cannot fsync the owner state {}", path.display()))
+    super::write_at_durably(path, HEADER_BYTES + target * slot_bytes, &rec)
 }
 
 /// Writes a new slot file at `path` holding `contents` as save number `seq`,
