@@ -13,7 +13,11 @@
 //! `DPOR_BENCH_OWNER_FILE=0` keeps the owner's state in memory instead of in a file
 //! saved at every step as the `dpor` command's owner keeps it,
 //! `DPOR_BENCH_CHECKPOINT=wait` makes the owner's checkpoints wait for the node's
-//! background builds instead of being postponed past them, and
+//! background builds instead of being postponed past them,
+//! `DPOR_BENCH_PERF_CTL=CTL,ACK` (the FIFOs of `perf record --control fifo:CTL,ACK -D -1`)
+//! profiles only the latency run's writes from the one before its C-rebuild, for
+//! `DPOR_BENCH_PROFILE_WRITES` writes (64 if unset), printing each one's start and
+//! time, and
 //! `DPOR_BENCH_BATCH_WRITES`, `DPOR_BENCH_BATCH`, `DPOR_BENCH_BLOCK_CACHE`, `DPOR_BENCH_DEFER` set
 //! their count, batch size, the owner's block cache levels and the node's `defer_from_blocks`.
 //! Prints Markdown to stdout (and to `$DPOR_BENCH_OUT` if set).
@@ -615,12 +619,42 @@ async fn run(quick: bool) -> String {
     let mut latencies = Vec::with_capacity(n as usize);
     let rebuilds_before = state.rebuild_count;
     let mut checkpoint_max = 0f64;
+    // `DPOR_BENCH_PERF_CTL=CTL,ACK`: the control and ack FIFOs of `perf record
+    // --control fifo:CTL,ACK -D -1`; the profile is enabled from the write before the
+    // C-rebuild for `DPOR_BENCH_PROFILE_WRITES` writes (the writes that follow a
+    // C-rebuild were the slowest).
+    let perf_ctl = std::env::var("DPOR_BENCH_PERF_CTL").ok().and_then(|v| v.split_once(',').map(|(c, a)| (c.to_string(), a.to_string())));
+    let profile_window: u64 = std::env::var("DPOR_BENCH_PROFILE_WRITES").ok().and_then(|v| v.parse().ok()).unwrap_or(64);
+    let perf_send = |ctl: &(String, String), cmd: &str| {
+        std::fs::OpenOptions::new().write(true).open(&ctl.0).unwrap().write_all(format!("{cmd}\n").as_bytes()).unwrap();
+        let mut ack = [0u8; 5];
+        std::io::Read::read_exact(&mut std::fs::File::open(&ctl.1).unwrap(), &mut ack).unwrap();
+    };
+    let mut profiling_until = None;
+    let mut profile_start = None;
     for w in 0..n {
         let i = mix(0x1a7e ^ mix(w)) % n;
         let block = vec![(w % 251) as u8; beta];
+        if let Some(ctl) = &perf_ctl {
+            // The write after this one is the C-rebuild (it ends the period's count).
+            if profiling_until.is_none() && (state.write_count + 2) % n == 0 {
+                perf_send(ctl, "enable");
+                profile_start = Some(Instant::now());
+                profiling_until = Some(w + profile_window);
+            }
+        }
         let t = Instant::now();
+        let since = profile_start.map(|s: Instant| (t - s).as_secs_f64() * 1e3).unwrap_or(0.0);
         batch::write_batch(&node, &auth, &mut state, &[(i, block)]).await.unwrap();
         latencies.push(t.elapsed().as_secs_f64());
+        if profiling_until.is_some_and(|u| w <= u) {
+            eprintln!("window write {w}: start {since:.1} ms after enable, {:.1} ms, t = {}", t.elapsed().as_secs_f64() * 1e3, state.write_count);
+        }
+        if profiling_until == Some(w) {
+            if let Some(ctl) = &perf_ctl {
+                perf_send(ctl, "disable");
+            }
+        }
         if t.elapsed() > Duration::from_millis(50) {
             eprintln!("slow write: {:.0} ms at t = {} (write {w} of the period)", t.elapsed().as_secs_f64() * 1e3, state.write_count);
         }

@@ -13,8 +13,9 @@
 //! Why this instead of §6.1's bigger H entries: docs/SCHEME.md §10.
 
 use super::error::{Result, StoreError};
-use super::meta::{self, Build, BuildInputs, DealMeta, LastAnswer, PendingU};
+use super::meta::{Build, BuildInputs, DealMeta, LastAnswer, PendingU};
 use super::upload::read_u_chunked;
+use super::snapshot as snapshot_file;
 use super::{lock, rlock, runs, wlock, BatchOutcome, DealState, Store};
 use dpor_core::merkle;
 use dpor_core::state::{u_records, write_step, RunId, WriteStep};
@@ -110,13 +111,18 @@ impl Store {
         // overwrites them (see `deferred.rs`).
         let mut c_pending = meta.c_building();
         let mut snapshot: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+        // Whether this batch starts a new deferred C build (its snapshot file then
+        // starts again at record 0, and the blocks saved for the old one do not count).
+        let mut fresh_c = false;
         let count = writes.len() as u64;
         // Which writes build a run that survives the batch (written at its end), and
         // the bytes those runs take: checked before anything is written.
         let plan = plan_batch(k, meta.write_count, meta.levels.iter().map(|(l, _, _)| *l), writes.len(), |size| self.defers(size));
         let distinct = writes.iter().map(|(i, _, _)| *i).collect::<std::collections::BTreeSet<u64>>().len() as u64;
         let run_bytes = plan.written_blocks.iter().map(|size| runs::run_disk_bytes(&st.format, *size)).fold(0u64, u64::saturating_add);
-        self.ensure_space(run_bytes.saturating_add(distinct.saturating_mul(beta as u64)))?;
+        // U's pending blocks, and as many C snapshot records at most.
+        let per_distinct = (beta as u64).saturating_add(snapshot_file::record_bytes(beta as u64));
+        self.ensure_space(run_bytes.saturating_add(distinct.saturating_mul(per_distinct)))?;
         // The batch's surviving runs are hashed and written (not yet fsynced) on a
         // second thread as soon as they are built, while this one goes on with the
         // next writes (issue 23 #2); their fsyncs are issued together at the end.
@@ -135,7 +141,8 @@ impl Store {
                 });
                 let looped = (|| -> Result<()> {
                     for (position, (index, block, sealed)) in writes.into_iter().enumerate() {
-                        if c_pending && !snapshot.contains_key(&index) && !self.db.contains_key(meta::snapshot_key(deal, index))? {
+                        let saved_before = !fresh_c && st.snapshot_saved.contains(&index);
+                        if c_pending && !saved_before && !snapshot.contains_key(&index) {
                             let old = match overlay.get(&index) {
                                 Some((b, _)) => b.clone(),
                                 None => st.u()?.read_blocks(index, 1)?.pop().unwrap_or_default(),
@@ -189,6 +196,7 @@ impl Store {
                                     deferred_c = Some(run);
                                     new_c = None;
                                     c_pending = true;
+                                    fresh_c = true;
                                 } else {
                                     let mut u = read_u_chunked(st, n)?;
                                     for (i, (b, _)) in &overlay {
@@ -207,6 +215,7 @@ impl Store {
                                     new_c = Some((run, blocks));
                                     deferred_c = None;
                                     c_pending = false;
+                                    fresh_c = true;
                                     snapshot.clear();
                                 }
                                 mem_levels.clear();
@@ -247,7 +256,11 @@ impl Store {
             overlay.iter().zip(&u_roots).map(|((index, (_, sealed)), root)| (*index, merkle::u_leaf(*index, root, sealed))).collect();
         tree.set_leaves(&new_leaves)?;
         let mut written = staged;
-        if let Err(e) = runs::sync_dir(&st.dir) {
+        // The C snapshot's new records, synced before the commit that counts them (the
+        // folder's sync below covers a new file).
+        let snapshot_base = if fresh_c { 0 } else { meta.snapshot_records };
+        let saved = snapshot_file::append(&st.dir, beta as u64, snapshot_base, snapshot.iter().map(|(i, b)| (*i, b.as_slice())));
+        if let Err(e) = saved.and_then(|()| runs::sync_dir(&st.dir)) {
             for (r, _) in &written {
                 runs::remove_run(&st.dir, *r);
             }
@@ -265,10 +278,6 @@ impl Store {
         }
         written.sort_by_key(|(r, _)| r.tag.0);
         let deferred_any = !new_builds.is_empty();
-        let mut sled_batch = sled::Batch::default();
-        for (i, b) in &snapshot {
-            sled_batch.insert(&meta::snapshot_key(deal, *i)[..], b.as_slice());
-        }
 
         let root_u = tree.root();
         let outcome = BatchOutcome { count, root_u, runs: written.clone() };
@@ -290,6 +299,7 @@ impl Store {
         new.rebuild_count = rebuilds;
         new.pending = overlay.into_iter().map(|(index, (block, sealed))| PendingU { index, block, sealed }).collect();
         new.building.extend(new_builds);
+        new.snapshot_records = if c_pending { snapshot_base.saturating_add(snapshot.len() as u64) } else { 0 };
         new.drop_obsolete_builds();
         drop(g);
 
@@ -297,9 +307,15 @@ impl Store {
         let Some(st) = g.as_mut() else {
             return Err(StoreError::UnknownDeal(deal));
         };
-        self.commit_runs(st, new, sled_batch, written.iter().map(|(r, _)| *r))?;
+        self.commit_runs(st, new, sled::Batch::default(), written.iter().map(|(r, _)| *r))?;
         // Committed: from here the batch is acknowledged.
         st.u_tree = Some(tree);
+        if fresh_c || !c_pending {
+            st.snapshot_saved.clear();
+        }
+        if c_pending {
+            st.snapshot_saved.extend(snapshot.into_keys());
+        }
         // U's files are updated after the acknowledgement (issue 23 #2), by
         // `apply_pending_updates` or the deal's next mutation: reads overlay the
         // pending update, and a crash re-applies it on open.

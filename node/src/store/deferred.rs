@@ -12,10 +12,11 @@
 //!   files, which garbage collection keeps while the build is pending.
 //! - A C-rebuild's input is U as of the write that triggered it. Later writes change
 //!   U in place, so while a C build is pending every write first saves the old value
-//!   of each block it overwrites (once per index) under [`meta::snapshot_key`], in
-//!   the same flushed sled batch that commits it, before U's files change. The build
-//!   reads U's files and then overlays every saved block: a block read after (or
-//!   torn by) an overwrite has its saved value, which was durable first.
+//!   of each block it overwrites (once per index) in the deal's snapshot file
+//!   (`snapshot.rs`), synced before the flushed sled write that commits it and counts
+//!   the records, before U's files change. The build reads U's files and then
+//!   overlays every saved block: a block read after (or torn by) an overwrite has its
+//!   saved value, which was durable first.
 //!
 //! Crash safety: a build's result counts only once one flushed sled write names its
 //! root (run files first, fsynced), as for every run. After a kill -9 the pending
@@ -27,10 +28,10 @@
 //! run holds the mutation lock and then takes `builds`, so it waits for a build in
 //! flight and finishes the others itself. No lock is held in the other order.
 
-use super::error::{Result, StoreError};
+use super::error::Result;
 use super::meta::{self, Build, BuildInputs};
 use super::u::UFiles;
-use super::{lock, rlock, runs, wlock, Deal, Store, MAX_READ_BYTES};
+use super::{lock, rlock, runs, snapshot, wlock, Deal, Store, MAX_READ_BYTES};
 use alloy_primitives::B256;
 use dpor_core::state::{u_records, RunId};
 use dpor_core::{code, Fp};
@@ -245,14 +246,13 @@ impl Store {
                     all.extend(u.read_blocks(start, count)?);
                     start += count;
                 }
-                // After reading U: every block overwritten since the snapshot has its
-                // saved value here (saved durably before the overwrite).
-                for kv in self.db.scan_prefix(meta::snapshot_deal_prefix(params.deal)) {
-                    let (key, value) = kv?;
-                    let index = key.get(9..17).and_then(|b| <[u8; 8]>::try_from(b).ok()).map(u64::from_be_bytes);
-                    match index.and_then(|i| all.get_mut(i as usize)) {
-                        Some(slot) if value.len() == beta as usize => *slot = value.to_vec(),
-                        _ => return Err(StoreError::Corrupt(format!("deal {}: bad snapshot entry", params.deal))),
+                // After reading U: every block overwritten since the C-rebuild has its
+                // saved value in the snapshot file, synced and counted before the
+                // overwrite, so the count read now covers every overwrite seen above.
+                let count = rlock(&entry.state).as_ref().map_or(0, |st| st.meta.snapshot_records);
+                for (index, block) in snapshot::read(&dir, n, beta, count, true)? {
+                    if let Some(slot) = all.get_mut(index as usize) {
+                        *slot = block;
                     }
                 }
                 let records = u_records(&format, &all)?;
@@ -280,16 +280,15 @@ impl Store {
         let mut g = wlock(&entry.state);
         let Some(st) = g.as_mut() else { return Ok(()) };
         let mut new = st.meta.clone();
-        let mut batch = sled::Batch::default();
         let mut any = false;
         for (run, root) in finished.iter() {
             let Some(pos) = new.building.iter().position(|b| b.run == *run) else { continue };
             let job = new.building.remove(pos);
             any = true;
             if job.inputs == BuildInputs::C {
-                for kv in self.db.scan_prefix(meta::snapshot_deal_prefix(new.params.deal)) {
-                    batch.remove(kv?.0);
-                }
+                // The snapshot's records no longer count; its file stays, for the next
+                // C build to write over.
+                new.snapshot_records = 0;
             }
             fill_root(&mut new, *run, *root);
         }
@@ -297,8 +296,11 @@ impl Store {
         if !any {
             return Ok(());
         }
-        self.commit(&new, Some(&st.meta), batch)?;
+        self.commit(&new, Some(&st.meta), sled::Batch::default())?;
         st.meta = new;
+        if st.meta.snapshot_records == 0 {
+            st.snapshot_saved.clear();
+        }
         self.gc(&st.meta, &st.dir, false);
         Ok(())
     }

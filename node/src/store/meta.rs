@@ -17,8 +17,10 @@ use dpor_core::state::RunId;
 /// lacks the last answer and the previous state's runs; version 2 (still read) holds
 /// at most one pending U update and no batch answer; version 3 (still read) has no
 /// deferred builds; version 4 (still read) keeps no co-signed digests beyond the latest
-/// one ([`DealMeta::unposted`]).
-const META_VERSION: u8 = 5;
+/// one ([`DealMeta::unposted`]); version 5 (still read) keeps a pending C build's
+/// snapshot blocks in sled only ([`SNAPSHOT_PREFIX`]), with no count of them in a file
+/// ([`DealMeta::snapshot_records`]).
+const META_VERSION: u8 = 6;
 
 /// Most co-signed digests of one deal that may wait, not yet posted, each pinning its
 /// runs ([`DealMeta::unposted`]); a further co-signature is refused until one is posted.
@@ -63,8 +65,10 @@ impl CosignRecord {
 pub(crate) const DEAL_PREFIX: u8 = b'd';
 /// Prefix of run σ̃ entries.
 pub(crate) const SEALED_PREFIX: u8 = b's';
-/// Prefix of the U blocks a deferred C-rebuild reads instead of U's files: the value
-/// of U[i] at the rebuild's write, saved before a later write overwrites it.
+/// Prefix of the U blocks a deferred C-rebuild reads instead of U's files (the value
+/// of U[i] at the rebuild's write, saved before a later write overwrites it), as
+/// stores with records before version 6 kept them; now they are in a file per deal
+/// (`snapshot.rs`), and opening a store moves these entries there.
 pub(crate) const SNAPSHOT_PREFIX: u8 = b'v';
 
 /// The sled key prefix of one deal's snapshot blocks.
@@ -75,7 +79,9 @@ pub(crate) fn snapshot_deal_prefix(deal: u64) -> [u8; 9] {
     k
 }
 
-/// The sled key of the snapshot block of U[index].
+/// The sled key of the snapshot block of U[index] (records before version 6; tests
+/// write such entries to check that they are moved).
+#[cfg(test)]
 pub(crate) fn snapshot_key(deal: u64, index: u64) -> [u8; 17] {
     let mut k = [0u8; 17];
     k[..9].copy_from_slice(&snapshot_deal_prefix(deal));
@@ -231,6 +237,10 @@ pub(crate) struct DealMeta {
     pub(crate) previous: Vec<(RunId, u64, B256)>,
     /// Deferred builds, oldest first (their runs' roots are zero until built).
     pub(crate) building: Vec<Build>,
+    /// How many records of the deal's C snapshot file count (`snapshot.rs`): U's
+    /// blocks as of a pending C-rebuild, saved before later writes overwrote them.
+    /// Zero when no C build is pending.
+    pub(crate) snapshot_records: u64,
 }
 
 impl DealMeta {
@@ -253,6 +263,7 @@ impl DealMeta {
             last_answer: None,
             previous: Vec::new(),
             building: Vec::new(),
+            snapshot_records: 0,
         }
     }
 
@@ -309,7 +320,12 @@ impl DealMeta {
         let live: Vec<RunId> = self.current_runs().into_iter().chain(self.previous.iter().copied()).map(|(id, _, _)| id).collect();
         let before = self.c_building();
         self.building.retain(|b| live.contains(&b.run));
-        before && !self.c_building()
+        let dropped_c = before && !self.c_building();
+        if dropped_c {
+            // Its snapshot blocks are of no use any more.
+            self.snapshot_records = 0;
+        }
+        dropped_c
     }
 
     /// Every run the deal must keep: the current state's, the previous state's while
@@ -483,6 +499,7 @@ impl DealMeta {
             w.bytes(&c.owner_sig);
             w.bytes(&c.provider_sig);
         }
+        w.u64(self.snapshot_records);
         w.buf
     }
 
@@ -538,6 +555,7 @@ impl DealMeta {
                 _ => Vec::new(),
             }
         };
+        let snapshot_records = if v >= 6 { r.u64()? } else { 0 };
         r.finish()?;
         let meta = Self {
             params,
@@ -556,6 +574,7 @@ impl DealMeta {
             last_answer,
             previous,
             building,
+            snapshot_records,
         };
         meta.check()?;
         Ok(meta)
@@ -588,6 +607,9 @@ impl DealMeta {
         }
         if self.pending.windows(2).any(|w| w[0].index >= w[1].index) {
             return Err(StoreError::Corrupt(format!("deal {}: pending updates out of order", p.deal)));
+        }
+        if self.snapshot_records > p.num_blocks || (self.snapshot_records > 0 && !self.c_building()) {
+            return Err(StoreError::Corrupt(format!("deal {}: {} snapshot blocks", p.deal, self.snapshot_records)));
         }
         Ok(())
     }

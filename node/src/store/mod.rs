@@ -91,6 +91,7 @@ mod resize;
 mod run_cache;
 mod runs;
 mod sealed;
+mod snapshot;
 mod space;
 mod stats;
 mod u;
@@ -234,6 +235,10 @@ pub(crate) struct DealState {
     /// them hashed them already, with that batch's nonce (memory only: without it, or
     /// if the deal's last nonce is another, they are hashed again).
     pending_roots: Option<(u64, Vec<B256>)>,
+    /// The indices of U whose blocks the pending C build's snapshot file holds (the
+    /// first `meta.snapshot_records` records, `snapshot.rs`): a later write of one of
+    /// them must not save it again (U no longer holds the value as of the C-rebuild).
+    snapshot_saved: std::collections::BTreeSet<u64>,
 }
 
 /// One deal: a mutation lock and the committed state (`None`: no such deal yet).

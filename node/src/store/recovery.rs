@@ -5,7 +5,7 @@
 use super::error::{Result, StoreError};
 use super::meta::{self, DealMeta, Phase};
 use super::u::UFiles;
-use super::{Deal, DealState, Store, StoreConfig};
+use super::{runs, snapshot, Deal, DealState, Store, StoreConfig};
 use dpor_core::block::BlockFormat;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -141,6 +141,43 @@ fn deal_of_key(k: &[u8]) -> Option<u64> {
 }
 
 impl Store {
+    /// Reads which indices the pending C build's snapshot file holds into
+    /// `st.snapshot_saved` (`snapshot.rs`), first moving into that file the snapshot
+    /// blocks that a node with records before version 6 kept in sled (one entry per
+    /// block under [`meta::snapshot_key`]), in one commit that counts them and removes
+    /// the entries.
+    ///
+    /// Errors: [`StoreError::Corrupt`] for a bad entry or record, [`StoreError::Io`],
+    /// [`StoreError::Sled`].
+    fn load_snapshot(&self, st: &mut DealState) -> Result<()> {
+        let deal = st.meta.params.deal;
+        let (n, beta) = (st.meta.num_blocks(), st.meta.params.block_bytes as u64);
+        let mut legacy = Vec::new();
+        for kv in self.db.scan_prefix(meta::snapshot_deal_prefix(deal)) {
+            let (key, value) = kv?;
+            let index = key.get(9..17).and_then(|b| <[u8; 8]>::try_from(b).ok()).map(u64::from_be_bytes);
+            match index {
+                Some(i) if i < n && value.len() as u64 == beta => legacy.push((i, value, key)),
+                _ => return Err(StoreError::Corrupt(format!("deal {deal}: bad snapshot entry"))),
+            }
+        }
+        if !legacy.is_empty() {
+            let base = st.meta.snapshot_records;
+            snapshot::append(&st.dir, beta, base, legacy.iter().map(|(i, b, _)| (*i, b.as_ref())))?;
+            runs::sync_dir(&st.dir)?;
+            let mut new = st.meta.clone();
+            new.snapshot_records = base.saturating_add(legacy.len() as u64);
+            let mut batch = sled::Batch::default();
+            for (_, _, key) in legacy {
+                batch.remove(key);
+            }
+            self.commit(&new, Some(&st.meta), batch)?;
+            st.meta = new;
+        }
+        st.snapshot_saved = snapshot::read(&st.dir, n, beta, st.meta.snapshot_records, false)?.into_iter().map(|(i, _)| i).collect();
+        Ok(())
+    }
+
     /// Brings one deal back: its U files, the pending update, the U tree. A live deal
     /// whose files are damaged is quarantined ([`DealState::damaged`], logged as an
     /// error) instead of failing: U missing, short or unreadable, its pending update
@@ -178,7 +215,7 @@ impl Store {
                 }
             },
         };
-        let mut st = DealState { meta: m, format, dir, u, u_tree: None, damaged: None, pending_roots: None };
+        let mut st = DealState { meta: m, format, dir, u, u_tree: None, damaged: None, pending_roots: None, snapshot_saved: Default::default() };
         if st.meta.phase == Phase::Live {
             if st.u.is_some() {
                 let tree = self.finish_pending(&mut st, None).and_then(|()| st.u()?.tree(n));
@@ -189,6 +226,11 @@ impl Store {
                 }
                 if st.u_tree.is_none() {
                     st.u = None;
+                }
+            }
+            if st.meta.c_building() {
+                if let Err(e) = self.load_snapshot(&mut st) {
+                    damage.push(format!("the pending C build's snapshot blocks are unusable: {e}"));
                 }
             }
             damage.extend(damaged_runs(&st));

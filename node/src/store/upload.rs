@@ -73,7 +73,7 @@ impl Store {
         };
         let meta = DealMeta::new(params, nonce);
         self.commit(&meta, old.as_ref(), sled::Batch::default())?;
-        *wlock(&entry.state) = Some(DealState { meta, format, dir, u: Some(u), u_tree: None, damaged: None, pending_roots: None });
+        *wlock(&entry.state) = Some(DealState { meta, format, dir, u: Some(u), u_tree: None, damaged: None, pending_roots: None, snapshot_saved: Default::default() });
         Ok(())
     }
 
