@@ -637,7 +637,7 @@ async fn run(quick: bool) -> String {
         let block = vec![(w % 251) as u8; beta];
         if let Some(ctl) = &perf_ctl {
             // The write after this one is the C-rebuild (it ends the period's count).
-            if profiling_until.is_none() && (state.write_count + 2) % n == 0 {
+            if profiling_until.is_none() && (state.write_count + 2).is_multiple_of(n) {
                 perf_send(ctl, "enable");
                 profile_start = Some(Instant::now());
                 profiling_until = Some(w + profile_window);
