@@ -109,7 +109,10 @@ fn check_state(store: &Store, replay: &Replay, round: usize) {
     }
 }
 
-fn check_files(dir: &Path, store: &Store) {
+/// Also checks the deal's spare run files (`spare-<bytes>`, kept for the next run of
+/// that length): each as long as its name says and within the bound of a deal this
+/// small (64 KiB). Returns how many there are.
+fn check_files(dir: &Path, store: &Store) -> usize {
     let v = store.view(DEAL).unwrap();
     let mut keep: BTreeSet<RunId> = BTreeSet::new();
     keep.insert(v.c.0);
@@ -122,14 +125,22 @@ fn check_files(dir: &Path, store: &Store) {
     let want: BTreeSet<String> =
         keep.iter().flat_map(|id| ["blocks", "tree"].map(|x| format!("run-{}-{}.{x}", id.tag.0, id.built_at))).collect();
     let mut got = BTreeSet::new();
+    let mut spares = 0;
     for e in std::fs::read_dir(dir.join("deals").join(DEAL.to_string())).unwrap() {
-        let name = e.unwrap().file_name().into_string().unwrap();
+        let e = e.unwrap();
+        let name = e.file_name().into_string().unwrap();
         assert!(!name.ends_with(".tmp"), "stray tmp file {name}");
         if name.starts_with("run-") {
             got.insert(name);
+        } else if let Some(len) = name.strip_prefix("spare-") {
+            let len: u64 = len.parse().unwrap();
+            assert_eq!(e.metadata().unwrap().len(), len, "{name}: its length");
+            assert!(len <= 64 << 10, "{name}: over the bound");
+            spares += 1;
         }
     }
     assert_eq!(got, want, "run files on disk");
+    spares
 }
 
 /// The driver's batch length at write `w` (a copy of its `batch_at`).
@@ -176,6 +187,7 @@ fn kill_9_rounds_with(max_batch: u64, rounds: usize, defer: u64) {
     let mut last_posted = 0u64;
     let mut max_seen = 0u64;
     let mut rebuild_rounds = 0;
+    let mut spares_seen = 0;
     for round in 0..rounds {
         let mut child = Command::new(env!("CARGO_BIN_EXE_dpor-store-driver"))
             .args([
@@ -253,7 +265,7 @@ fn kill_9_rounds_with(max_batch: u64, rounds: usize, defer: u64) {
                     assert_eq!((&d.rootU, &d.rootC, &d.levelRoots), (root_u, root_c, levels), "round {round}: posted digest");
                     assert_digest_runs(&store, d);
                 }
-                check_files(dir.path(), &store);
+                spares_seen += check_files(dir.path(), &store);
             }
             _ => assert_eq!(last_ack, 0, "round {round}: acknowledged writes but no live deal"),
         }
@@ -261,11 +273,12 @@ fn kill_9_rounds_with(max_batch: u64, rounds: usize, defer: u64) {
     }
     assert!(last_ack > 2 * N, "too few writes ({last_ack}) to cover C-rebuilds");
     assert!(last_posted > 0);
+    assert!(spares_seen > 0, "no round left a spare run file: the runs written over spares went untested");
     if defer > 0 {
         assert!(pending_seen > 0, "no kill left a background build pending");
     }
     eprintln!(
-        "{rounds} rounds (batches up to {max_batch}, deferring from {defer} blocks), {last_ack} writes, {rebuild_rounds} rounds crossing a C-rebuild, {pending_seen} kills with builds pending, {:?}",
+        "{rounds} rounds (batches up to {max_batch}, deferring from {defer} blocks), {last_ack} writes, {rebuild_rounds} rounds crossing a C-rebuild, {pending_seen} kills with builds pending, {spares_seen} spare files seen, {:?}",
         started.elapsed()
     );
 }

@@ -171,3 +171,56 @@ fn quota_refuses_without_corrupting() {
     }
     assert_eq!(store.view(DEAL).unwrap().total_writes(), 11);
 }
+
+/// The deal's spare run files (`spare-<bytes>`, kept for the next run of their
+/// length) under the store in `dir`: (path, bytes).
+fn spare_files(dir: &Path) -> Vec<(std::path::PathBuf, u64)> {
+    std::fs::read_dir(dir.join("deals").join(DEAL.to_string()))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("spare-"))
+        .map(|e| (e.path(), e.metadata().unwrap().len()))
+        .collect()
+}
+
+/// Spare run files count in the disk usage, but never make a write fail: at the
+/// quota they are deleted before the write is refused.
+#[test]
+fn spares_give_way_to_a_write_at_the_quota() {
+    const SLACK: u64 = 100;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("store");
+    let dir = dir.as_path();
+    let store = Store::open(dir, StoreConfig::default()).unwrap();
+    store.upload_begin(params(), 1).unwrap();
+    store.upload_blocks(DEAL, 2, 0, blocks(N, 0), &vec![[0; 32]; N as usize]).unwrap();
+    store.upload_finish(DEAL, 3).unwrap();
+    for (i, nonce) in (4..20).enumerate() {
+        store.write(DEAL, nonce, i as u64 % N, vec![i as u8; BETA], [4; 32]).unwrap();
+    }
+    drop(store);
+    let spares = spare_files(dir);
+    let spare_bytes: u64 = spares.iter().map(|(_, n)| n).sum();
+    assert!(spare_bytes > 0, "the writes left spares");
+    let usage = Store::open(dir, StoreConfig::default()).unwrap().disk_usage().unwrap();
+    // Without the spares, SLACK bytes beside the store are too few for the write.
+    let aside = tmp.path().join("aside");
+    std::fs::create_dir(&aside).unwrap();
+    for (p, _) in &spares {
+        std::fs::rename(p, aside.join(p.file_name().unwrap())).unwrap();
+    }
+    {
+        let store = Store::open(dir, StoreConfig { quota_bytes: Some(usage - spare_bytes + SLACK), ..Default::default() }).unwrap();
+        let r = store.write(DEAL, 20, 1, vec![7; BETA], [7; 32]);
+        assert!(matches!(r, Err(StoreError::DiskFull { .. })), "{r:?}");
+    }
+    for (p, _) in &spares {
+        std::fs::rename(aside.join(p.file_name().unwrap()), p).unwrap();
+    }
+    // With them, the same quota left over the usage is enough: they are deleted.
+    let store = Store::open(dir, StoreConfig { quota_bytes: Some(usage + SLACK), ..Default::default() }).unwrap();
+    assert_eq!(spare_files(dir).len(), spares.len(), "opening keeps spares within the bound");
+    store.write(DEAL, 20, 1, vec![7; BETA], [7; 32]).unwrap();
+    assert_eq!(store.read(DEAL, 1).unwrap().0, vec![7; BETA]);
+    assert!(store.disk_usage().unwrap() <= usage + SLACK);
+}

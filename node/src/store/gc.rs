@@ -1,6 +1,8 @@
-//! Garbage collection: a run's files (and its σ̃ entries) are deleted once neither
+//! Garbage collection: a run's files (and its σ̃ entries) are retired once neither
 //! the current state, the co-signed digest, the posted digest nor a disputed digest
-//! references it. Leftover `.tmp` files are deleted too (no operation of the deal is
+//! references it: a file of a level's size becomes the deal's spare of its length
+//! ([`super::spares`], written over by the next run of that length), any other is
+//! deleted. Leftover `.tmp` files are deleted too (no operation of the deal is
 //! in flight while it runs: the caller holds the deal's mutation lock or is opening).
 //!
 //! While a background [`Builder`](super::Builder) runs, the runs found unreferenced
@@ -13,6 +15,7 @@
 
 use super::meta::{self, DealMeta};
 use super::runs::{self, TMP_SUFFIX};
+use super::spares;
 use super::Store;
 use dpor_core::state::RunId;
 use std::collections::BTreeSet;
@@ -25,6 +28,16 @@ pub(crate) struct Trash {
     deal: u64,
     dir: PathBuf,
     runs: BTreeSet<RunId>,
+    /// [`spare_max`] of the deal.
+    spare_max: u64,
+}
+
+/// The largest run file of the deal of `meta` kept as a spare
+/// ([`spares::max_file_bytes`] of its C: 2N coded blocks); 0 (none) if its block size
+/// is invalid.
+fn spare_max(meta: &DealMeta) -> u64 {
+    let cb = dpor_core::block::BlockFormat::new(meta.params.block_bytes as usize).map_or(0, |f| f.coded_block_bytes() as u64);
+    spares::max_file_bytes(meta.num_blocks().saturating_mul(2).saturating_mul(cb))
 }
 
 /// How many σ̃ entries one sled batch of the background deletion removes (so that no
@@ -34,11 +47,15 @@ const SEALED_REMOVALS_PER_BATCH: usize = 4096;
 impl Store {
     /// Collects the unreferenced files of one deal in `dir`. With `sweep_sealed`,
     /// also scans every σ̃ entry of the deal (on open; otherwise only those of the
-    /// runs deleted now are removed). Failures are logged, never returned: garbage
+    /// runs deleted now are removed) and deletes the spares over the deal's bound. Failures are logged, never returned: garbage
     /// left behind is collected by a later pass.
     pub(crate) fn gc(&self, meta: &DealMeta, dir: &Path, sweep_sealed: bool) {
         let deal = meta.params.deal;
         let keep: BTreeSet<RunId> = meta.retained_runs().into_iter().map(|(id, _, _)| id).collect();
+        let spare_max = spare_max(meta);
+        if sweep_sealed {
+            spares::remove_over(dir, spare_max);
+        }
         // (Deferred builds are current runs, so their files, once renamed, are kept.)
         let mut dropped = BTreeSet::new();
         let mut removed_any = false;
@@ -73,12 +90,12 @@ impl Store {
                     tracing::warn!(deal, "gc: {e}");
                 }
             }
-            super::lock(&self.trash).push(Trash { deal, dir: dir.to_path_buf(), runs: dropped });
+            super::lock(&self.trash).push(Trash { deal, dir: dir.to_path_buf(), runs: dropped, spare_max });
             self.build_signal.notify();
             return;
         }
         for run in &dropped {
-            runs::remove_run(dir, *run);
+            runs::retire_run(dir, *run, spare_max, false);
             removed_any = true;
         }
         if removed_any {
@@ -113,14 +130,14 @@ impl Store {
         }
     }
 
-    /// Deletes the runs handed to the background builder by [`Store::gc`] (its files,
-    /// then its σ̃ entries in batches of [`SEALED_REMOVALS_PER_BATCH`]). Takes no deal
+    /// Retires the runs handed to the background builder by [`Store::gc`] (its files
+    /// kept as spares or deleted, [`runs::retire_run`], then its σ̃ entries in batches of [`SEALED_REMOVALS_PER_BATCH`]). Takes no deal
     /// lock. Failures are logged: what is left is collected on the next open.
     pub(crate) fn empty_trash(&self) {
         let items = std::mem::take(&mut *super::lock(&self.trash));
-        for Trash { deal, dir, runs: dropped } in items {
+        for Trash { deal, dir, runs: dropped, spare_max } in items {
             for run in &dropped {
-                runs::remove_run_gradually(&dir, *run);
+                runs::retire_run(&dir, *run, spare_max, true);
             }
             if let Err(e) = runs::sync_dir(&dir) {
                 tracing::debug!(deal, "gc: {e}");

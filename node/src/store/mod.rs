@@ -92,6 +92,7 @@ mod run_cache;
 mod runs;
 mod sealed;
 mod snapshot;
+mod spares;
 mod space;
 mod stats;
 mod u;

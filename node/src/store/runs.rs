@@ -3,11 +3,14 @@
 //! (`run-<tag>-<built_at>.tree`: every layer of the run tree, leaves first, root
 //! last: (2·size − 1)·32 bytes).
 //!
-//! Both are written under `.tmp` names, fsync'd, renamed and the directory fsync'd
-//! before any metadata names them. Reads never rehash: paths and leaves come from the
+//! Both are written under `.tmp` names (over the deal's spare file of the same length
+//! if it has one, [`super::spares`]), fdatasync'd, renamed and the directory fsync'd
+//! before any metadata names them. A dropped run's files become spares or are
+//! deleted ([`retire_run`]). Reads never rehash: paths and leaves come from the
 //! stored tree, so a block corrupted on disk is served with its true path.
 
 use super::error::{Result, StoreError};
+use super::spares;
 use alloy_primitives::B256;
 use dpor_core::block::BlockFormat;
 use dpor_core::field::Fp;
@@ -72,7 +75,7 @@ fn write_durable(path: &Path, data: &[u8], pace: Pace) -> Result<()> {
                 Err(e) => tracing::debug!("O_DIRECT write of {} failed ({e}); writing it through the page cache", tmp.display()),
             }
         }
-        let mut f = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
+        let mut f = open_tmp(&tmp, data.len() as u64, 0)?;
         match pace {
             Pace::AtOnce if data.len() > STREAM_SYNC_BYTES => {
                 // A large file (an upload's C is 600 MB) goes to the disk piece by
@@ -90,7 +93,7 @@ fn write_durable(path: &Path, data: &[u8], pace: Pace) -> Result<()> {
                 }
             }
         }
-        f.sync_all()?;
+        f.sync_data()?;
         fs::rename(&tmp, path)
     })();
     res.map_err(|e| {
@@ -111,16 +114,36 @@ fn direct_fits(data: &[u8]) -> bool {
     data.len() > STREAM_SYNC_BYTES && data.len().is_multiple_of(DIRECT_ALIGN) && data.as_ptr().align_offset(DIRECT_ALIGN) == 0
 }
 
-/// Writes `data` to a new file `tmp` with O_DIRECT, then fsyncs it: the bytes go from
-/// the buffer to the disk without a copy into the page cache (the page-cache copy was
-/// 14 % of an upload's CPU, issue 23). On any error the caller writes it the usual way.
+/// Writes `data` to file `tmp` ([`open_tmp`]: a spare of its length or a new file)
+/// with O_DIRECT, then `fdatasync`s it: the bytes go from the buffer to the disk
+/// without a copy into the page cache (the page-cache copy was 14 % of an upload's
+/// CPU, issue 23). On any error the caller writes it the usual way.
 fn write_direct(tmp: &Path, data: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::{FileExt, OpenOptionsExt};
-    let f = OpenOptions::new().write(true).create(true).truncate(true).custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32).open(tmp)?;
+    use std::os::unix::fs::FileExt;
+    let f = open_tmp(tmp, data.len() as u64, rustix::fs::OFlags::DIRECT.bits() as i32)?;
     for (k, piece) in data.chunks(STREAM_SYNC_BYTES).enumerate() {
         f.write_all_at(piece, (k * STREAM_SYNC_BYTES) as u64)?;
     }
-    f.sync_all()
+    f.sync_data()
+}
+
+/// Opens `tmp` (open flags `flags` besides write and create) to write a file of `len`
+/// bytes from its start: the deal's spare of that length if there is one
+/// ([`spares::take`], renamed to `tmp` and written over in place: nothing freed or
+/// allocated), else an empty file (any old file at `tmp` truncated).
+///
+/// Its writer syncs it with `fdatasync`, which makes its bytes, length and
+/// allocation durable (fdatasync(2)); its name becomes durable when the directory is
+/// synced after the rename.
+fn open_tmp(tmp: &Path, len: u64, flags: i32) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let reused = tmp.parent().is_some_and(|dir| spares::take(dir, len, tmp));
+    let f = OpenOptions::new().write(true).create(true).truncate(!reused).custom_flags(flags).open(tmp)?;
+    if reused && f.metadata()?.len() != len {
+        // Not the length its name gave (changed behind the store's back): start empty.
+        f.set_len(0)?;
+    }
+    Ok(f)
 }
 
 /// A buffer whose bytes start at an address aligned to [`DIRECT_ALIGN`], so that
@@ -278,12 +301,13 @@ fn run_tree_bytes(format: &BlockFormat, bytes: &[u8]) -> Result<(Vec<u8>, B256)>
     Ok((out, tree.root()))
 }
 
-/// Writes `data` to a new file `tmp` (truncating any old one), fsynced if `sync`.
+/// Writes `data` to file `tmp` ([`open_tmp`]: a spare of its length or a new file),
+/// `fdatasync`ed if `sync`.
 fn write_tmp(tmp: &Path, data: &[u8], sync: bool) -> std::io::Result<File> {
-    let mut f = OpenOptions::new().write(true).create(true).truncate(true).open(tmp)?;
+    let mut f = open_tmp(tmp, data.len() as u64, 0)?;
     f.write_all(data)?;
     if sync {
-        f.sync_all()?;
+        f.sync_data()?;
     }
     Ok(f)
 }
@@ -362,7 +386,7 @@ impl<'a> RunWriter<'a> {
     pub(crate) fn finish(mut self) -> Result<Vec<(RunId, B256)>> {
         let staged = std::mem::take(&mut self.staged);
         let refs: Vec<&File> = staged.iter().flat_map(|s| s.files.iter().map(|(_, f, _)| f)).collect();
-        let results = super::fsync::sync_together(&refs, true);
+        let results = super::fsync::sync_together(&refs, false);
         drop(refs);
         let all: Vec<(&PathBuf, u64)> = staged.iter().flat_map(|s| s.files.iter().map(|(p, _, n)| (p, *n))).collect();
         let cleanup = |all: &[(&PathBuf, u64)]| {
@@ -405,29 +429,45 @@ pub(crate) fn remove_run(dir: &Path, run: RunId) {
     }
 }
 
-/// The step of [`remove_run_gradually`]: 16 MiB.
+/// The step of [`remove_file_gradually`]: 16 MiB.
 pub(crate) const DELETE_STEP_BYTES: u64 = 16 << 20;
 
-/// [`remove_run`] for the background builder: a file larger than
+/// Deletes a file for the background builder: a file larger than
 /// [`DELETE_STEP_BYTES`] is first truncated in steps of that size (with a yield
 /// between steps), then unlinked. Freeing hundreds of MiB in one unlink holds the
 /// file system long enough to stall a write's fsync behind it (measured here: a
 /// 4 KiB write + fsync waited up to 47 ms beside the unlink of a 600 MB file, 3.6 ms
 /// beside the same file truncated in 16 MiB steps; RocksDB deletes its files in
 /// chunks for the same reason, `bytes_max_delete_chunk`).
-pub(crate) fn remove_run_gradually(dir: &Path, run: RunId) {
-    for p in [blocks_path(dir, run), tree_path(dir, run)] {
-        if let Ok(f) = OpenOptions::new().write(true).open(&p) {
-            let mut len = f.metadata().map(|m| m.len()).unwrap_or(0);
-            while len > DELETE_STEP_BYTES {
-                len -= DELETE_STEP_BYTES;
-                if f.set_len(len).is_err() {
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(1));
+fn remove_file_gradually(p: &Path) {
+    if let Ok(f) = OpenOptions::new().write(true).open(p) {
+        let mut len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        while len > DELETE_STEP_BYTES {
+            len -= DELETE_STEP_BYTES;
+            if f.set_len(len).is_err() {
+                break;
             }
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        let _ = fs::remove_file(&p);
+    }
+    let _ = fs::remove_file(p);
+}
+
+/// Retires the files of `run`, a run no record references any more: each is kept as
+/// the spare of its length ([`spares::keep`], if at most `spare_max` bytes) for the
+/// next run file of that length to be written over, or else deleted (step by step
+/// as [`remove_file_gradually`] does if `gradually`). Best effort, like
+/// [`remove_run`]; the caller syncs the directory.
+pub(crate) fn retire_run(dir: &Path, run: RunId, spare_max: u64, gradually: bool) {
+    for p in [blocks_path(dir, run), tree_path(dir, run)] {
+        if spares::keep(dir, &p, spare_max) {
+            continue;
+        }
+        if gradually {
+            remove_file_gradually(&p);
+        } else {
+            let _ = fs::remove_file(&p);
+        }
     }
 }
 
@@ -582,12 +622,76 @@ mod tests {
             let f = File::create(blocks_path(dir.path(), run)).expect("create");
             f.set_len(len).expect("set_len");
             fs::write(tree_path(dir.path(), run), [7u8; 96]).expect("tree");
-            remove_run_gradually(dir.path(), run);
+            retire_run(dir.path(), run, 0, true);
             assert!(!blocks_path(dir.path(), run).exists(), "{len} bytes: blocks file left");
             assert!(!tree_path(dir.path(), run).exists(), "{len} bytes: tree file left");
         }
         // Missing files are fine.
-        remove_run_gradually(dir.path(), RunId { tag: RunTag::C, built_at: 99 });
+        retire_run(dir.path(), RunId { tag: RunTag::C, built_at: 99 }, 0, true);
         assert_eq!(fs::read_dir(dir.path()).expect("read_dir").count(), 0);
+    }
+
+    /// A dropped run's files become the spares of their lengths, and the next run of
+    /// the same size, written at once or through a [`RunWriter`], is written over them
+    /// in place (the same inodes): its files hold exactly its bytes and its root is
+    /// the reference tree's. A spare whose length is not its name's is not trusted.
+    #[test]
+    fn a_retired_run_is_written_over_by_the_next_of_its_size() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path();
+        let format = BlockFormat::default();
+        let run_of = |seed: u64, size: u64| -> Vec<Fp> {
+            (0..size * format.width() as u64).map(|i| Fp::from(i.wrapping_mul(0x9e37_79b9).wrapping_add(seed))).collect()
+        };
+        let ino = |p: PathBuf| fs::metadata(p).expect("metadata").ino();
+        let check = |run: RunId, blocks: &[Fp], root: B256| {
+            let bytes = fs::read(blocks_path(d, run)).expect("blocks");
+            assert_eq!(bytes, dpor_core::block::elements_to_bytes(blocks), "{run}: blocks file");
+            let (tree, want) = run_tree_bytes(&format, &bytes).expect("tree");
+            assert_eq!(root, want, "{run}: root");
+            assert_eq!(fs::read(tree_path(d, run)).expect("tree file"), tree, "{run}: tree file");
+        };
+        let max = 1 << 30;
+
+        // Written at once over the spares of a retired run of the same size.
+        let first = RunId { tag: RunTag::level(3), built_at: 16 };
+        write_run(d, first, &format, &run_of(1, 16)).expect("first");
+        let (b_ino, t_ino) = (ino(blocks_path(d, first)), ino(tree_path(d, first)));
+        retire_run(d, first, max, true);
+        assert!(!blocks_path(d, first).exists() && !tree_path(d, first).exists());
+        let second = RunId { tag: RunTag::level(3), built_at: 32 };
+        let blocks = run_of(2, 16);
+        let root = write_run(d, second, &format, &blocks).expect("second");
+        check(second, &blocks, root);
+        assert_eq!((ino(blocks_path(d, second)), ino(tree_path(d, second))), (b_ino, t_ino), "written in place");
+        assert!(fs::read_dir(d).expect("dir").flatten().all(|e| !e.file_name().to_string_lossy().starts_with(spares::PREFIX)));
+
+        // Through a RunWriter, beside a run of another size that finds no spare.
+        retire_run(d, second, max, false);
+        let third = RunId { tag: RunTag::level(3), built_at: 48 };
+        let other = RunId { tag: RunTag::level(4), built_at: 48 };
+        let (b3, b4) = (run_of(3, 16), run_of(4, 32));
+        let mut w = RunWriter::new(d, &format);
+        let r3 = w.stage(third, &b3).expect("stage");
+        let r4 = w.stage(other, &b4).expect("stage");
+        assert_eq!(w.finish().expect("finish"), vec![(third, r3), (other, r4)]);
+        check(third, &b3, r3);
+        check(other, &b4, r4);
+        assert_eq!(ino(blocks_path(d, third)), b_ino, "staged in place");
+
+        // Over the bound, a retired run's files are deleted.
+        retire_run(d, other, 100, false);
+        assert!(!blocks_path(d, other).exists() && !tree_path(d, other).exists());
+        assert!(!spares::path(d, 32 * format.coded_block_bytes() as u64).exists() && !spares::path(d, tree_bytes(32)).exists());
+
+        // A spare longer than its name says is emptied before it is written.
+        retire_run(d, third, max, false);
+        let len = fs::metadata(spares::path(d, 16 * format.coded_block_bytes() as u64)).expect("spare").len();
+        fs::OpenOptions::new().append(true).open(spares::path(d, len)).expect("open").write_all(&[9u8; 5000]).expect("grow");
+        let fourth = RunId { tag: RunTag::level(3), built_at: 64 };
+        let b5 = run_of(5, 16);
+        let r5 = write_run(d, fourth, &format, &b5).expect("fourth");
+        check(fourth, &b5, r5);
     }
 }

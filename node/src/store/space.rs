@@ -42,12 +42,23 @@ impl Store {
         Ok(fs_free.min(quota_left))
     }
 
-    /// [`StoreError::DiskFull`] unless `needed` more bytes fit.
+    /// [`StoreError::DiskFull`] unless `needed` more bytes fit, after deleting every
+    /// deal's spare run files ([`super::spares`]) if they did not fit beside them.
     pub(crate) fn ensure_space(&self, needed: u64) -> Result<()> {
-        let available = self.available()?;
+        let mut available = self.available()?;
+        if needed > available && self.remove_spares() > 0 {
+            available = self.available()?;
+        }
         if needed > available {
             return Err(StoreError::DiskFull { needed, available });
         }
         Ok(())
+    }
+
+    /// Deletes the spare run files of every deal ([`super::spares`]); returns the
+    /// bytes freed. Failures are logged.
+    fn remove_spares(&self) -> u64 {
+        let Ok(entries) = std::fs::read_dir(self.deals_dir()) else { return 0 };
+        entries.flatten().filter(|e| e.path().is_dir()).map(|e| super::spares::remove_over(&e.path(), 0)).fold(0u64, u64::saturating_add)
     }
 }
