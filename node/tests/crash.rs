@@ -109,9 +109,9 @@ fn check_state(store: &Store, replay: &Replay, round: usize) {
     }
 }
 
-/// Also checks the deal's spare run files (`spare-<bytes>`, kept for the next run of
-/// that length): each as long as its name says and within the bound of a deal this
-/// small (64 KiB). Returns how many there are.
+/// Also checks the deal's spare run files (`spare-<bytes>-<k>`, kept for the next run
+/// of that length): each as long as its name says, at most two per length, and within
+/// the bound of a deal this small (32 KiB). Returns how many there are.
 fn check_files(dir: &Path, store: &Store) -> usize {
     let v = store.view(DEAL).unwrap();
     let mut keep: BTreeSet<RunId> = BTreeSet::new();
@@ -132,10 +132,12 @@ fn check_files(dir: &Path, store: &Store) -> usize {
         assert!(!name.ends_with(".tmp"), "stray tmp file {name}");
         if name.starts_with("run-") {
             got.insert(name);
-        } else if let Some(len) = name.strip_prefix("spare-") {
+        } else if let Some(rest) = name.strip_prefix("spare-") {
+            let (len, k) = rest.split_once('-').unwrap();
             let len: u64 = len.parse().unwrap();
+            assert!(k == "0" || k == "1", "{name}: at most two spares per length");
             assert_eq!(e.metadata().unwrap().len(), len, "{name}: its length");
-            assert!(len <= 64 << 10, "{name}: over the bound");
+            assert!(len <= 32 << 10, "{name}: over the bound");
             spares += 1;
         }
     }

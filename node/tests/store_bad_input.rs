@@ -56,7 +56,10 @@ fn blocks(k: u64, fill: u8) -> Vec<Vec<u8>> {
 fn bad_input_is_a_typed_error_that_changes_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let store = Store::open(dir, StoreConfig::default()).unwrap();
+    // An upload request past the blocks received waits this long for the one before
+    // it (60 s by default) before it is refused.
+    let config = StoreConfig { upload_turn_wait: Some(std::time::Duration::from_millis(50)), ..Default::default() };
+    let store = Store::open(dir, config).unwrap();
     use StoreError as E;
     // Unknown deal, everywhere.
     rejected(&store, dir, |s| s.view(9).map(|_| ()), |e| matches!(e, E::UnknownDeal(9)));
@@ -172,7 +175,7 @@ fn quota_refuses_without_corrupting() {
     assert_eq!(store.view(DEAL).unwrap().total_writes(), 11);
 }
 
-/// The deal's spare run files (`spare-<bytes>`, kept for the next run of their
+/// The deal's spare run files (`spare-<bytes>-<k>`, kept for the next run of their
 /// length) under the store in `dir`: (path, bytes).
 fn spare_files(dir: &Path) -> Vec<(std::path::PathBuf, u64)> {
     std::fs::read_dir(dir.join("deals").join(DEAL.to_string()))

@@ -153,6 +153,9 @@ pub struct StoreConfig {
     /// that does not fit builds C at the end from U read back. `None`:
     /// [`DEFAULT_UPLOAD_STREAM_BYTES`] (2 GiB); `Some(0)`: never while they arrive.
     pub upload_stream_bytes: Option<u64>,
+    /// Longest an upload request that arrives before the one it follows waits for it
+    /// ([`Store::upload_blocks`]); `None`: [`upload::UPLOAD_TURN_WAIT`] (60 s).
+    pub upload_turn_wait: Option<std::time::Duration>,
 }
 
 /// A snapshot of one deal.

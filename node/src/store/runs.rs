@@ -683,12 +683,12 @@ mod tests {
         // Over the bound, a retired run's files are deleted.
         retire_run(d, other, 100, false);
         assert!(!blocks_path(d, other).exists() && !tree_path(d, other).exists());
-        assert!(!spares::path(d, 32 * format.coded_block_bytes() as u64).exists() && !spares::path(d, tree_bytes(32)).exists());
+        assert!(!spares::path(d, 32 * format.coded_block_bytes() as u64, 0).exists() && !spares::path(d, tree_bytes(32), 0).exists());
 
         // A spare longer than its name says is emptied before it is written.
         retire_run(d, third, max, false);
-        let len = fs::metadata(spares::path(d, 16 * format.coded_block_bytes() as u64)).expect("spare").len();
-        fs::OpenOptions::new().append(true).open(spares::path(d, len)).expect("open").write_all(&[9u8; 5000]).expect("grow");
+        let spare = spares::path(d, 16 * format.coded_block_bytes() as u64, 0);
+        fs::OpenOptions::new().append(true).open(spare).expect("open").write_all(&[9u8; 5000]).expect("grow");
         let fourth = RunId { tag: RunTag::level(3), built_at: 64 };
         let b5 = run_of(5, 16);
         let r5 = write_run(d, fourth, &format, &b5).expect("fourth");

@@ -1,4 +1,4 @@
-//! Spare run files: the files of a dropped run kept under a `spare-<bytes>` name, so
+//! Spare run files: the files of a dropped run kept under a `spare-<bytes>-<k>` name, so
 //! that the next run file of the same length is written over them in place instead
 //! of deleted and allocated again (issue 23).
 //!
@@ -14,10 +14,13 @@
 //! its data. PostgreSQL recycles its WAL segments by renaming them for the same
 //! reasons (`wal_recycle`), as RocksDB does its logs (`recycle_log_file_num`).
 //!
-//! Bounds: at most one spare per length, and only files of at most
-//! [`max_file_bytes`] (1/16 of the deal's C, at least [`MIN_FILE_BYTES`] and at most
-//! [`MAX_FILE_BYTES`]); level sizes double, so a deal's spares hold at most about 2 ×
-//! that (≤ 1/8 of its C or 130 KiB, and ≤ 130 MiB). C itself is never kept. Spares count in the store's disk usage, and
+//! Bounds: at most [`PER_LENGTH`] spares per length (the builder retires a batch's
+//! dropped runs while the next batch may already be writing, so one was often
+//! missing: with one per length, 103 of the bench's 522 discards were left), and only
+//! files of at most [`max_file_bytes`] (1/32 of the deal's C, at least
+//! [`MIN_FILE_BYTES`] and at most [`MAX_FILE_BYTES`]); level sizes double, so a
+//! deal's spares hold at most about 4 × that (≤ 1/8 of its C or 130 KiB, and ≤ 130
+//! MiB). C itself is never kept. Spares count in the store's disk usage, and
 //! [`Store::ensure_space`](super::Store) deletes them all before it reports the disk
 //! full. A spare is never read: its bytes are garbage until a writer takes it.
 //!
@@ -32,58 +35,59 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// The name prefix of a spare: `spare-<bytes>`.
+/// The name prefix of a spare: `spare-<bytes>-<k>`, `k` < [`PER_LENGTH`].
 pub(crate) const PREFIX: &str = "spare-";
 
-/// The largest file kept as a spare, whatever the deal's size: 64 MiB (level 12's
-/// blocks file, 2^13 coded blocks of 4,696 bytes, is 38 MB).
-pub(crate) const MAX_FILE_BYTES: u64 = 64 << 20;
+/// How many spares of one length a deal keeps.
+pub(crate) const PER_LENGTH: u32 = 2;
 
-/// What a small deal may keep whatever its size: files of up to 64 KiB (its
+/// The largest file kept as a spare, whatever the deal's size: 32 MiB (level 11's
+/// blocks file, 2^12 coded blocks of 4,696 bytes, is 19 MB).
+pub(crate) const MAX_FILE_BYTES: u64 = 32 << 20;
+
+/// What a small deal may keep whatever its size: files of up to 32 KiB (its
 /// spares then hold at most about 128 KiB).
-pub(crate) const MIN_FILE_BYTES: u64 = 64 << 10;
+pub(crate) const MIN_FILE_BYTES: u64 = 32 << 10;
 
-/// The largest file of a deal whose C is `c_bytes` long kept as a spare: 1/16 of C,
+/// The largest file of a deal whose C is `c_bytes` long kept as a spare: 1/32 of C,
 /// at least [`MIN_FILE_BYTES`] and at most [`MAX_FILE_BYTES`].
 pub(crate) fn max_file_bytes(c_bytes: u64) -> u64 {
-    (c_bytes / 16).clamp(MIN_FILE_BYTES, MAX_FILE_BYTES)
+    (c_bytes / 32).clamp(MIN_FILE_BYTES, MAX_FILE_BYTES)
 }
 
-/// Path of the spare of `len` bytes in `dir`.
-pub(crate) fn path(dir: &Path, len: u64) -> PathBuf {
-    dir.join(format!("{PREFIX}{len}"))
+/// Path of spare `k` of `len` bytes in `dir`.
+pub(crate) fn path(dir: &Path, len: u64, k: u32) -> PathBuf {
+    dir.join(format!("{PREFIX}{len}-{k}"))
 }
 
-/// The length a spare's file name gives (`spare-<bytes>`), if `name` is a spare's.
-pub(crate) fn parse_name(name: &str) -> Option<u64> {
-    name.strip_prefix(PREFIX)?.parse().ok()
+/// The length and number a spare's file name gives (`spare-<bytes>-<k>`), if `name`
+/// is a spare's.
+pub(crate) fn parse_name(name: &str) -> Option<(u64, u32)> {
+    let (len, k) = name.strip_prefix(PREFIX)?.split_once('-')?;
+    Some((len.parse().ok()?, k.parse().ok()?))
 }
 
-/// Takes the spare of `len` bytes in `dir`, if there is one, by renaming it to `tmp`
+/// Takes a spare of `len` bytes in `dir`, if there is one, by renaming it to `tmp`
 /// (replacing any file there). Returns whether it did: `tmp` then holds `len` bytes
 /// of garbage for the caller to write over without truncating.
 pub(crate) fn take(dir: &Path, len: u64, tmp: &Path) -> bool {
-    len > 0 && fs::rename(path(dir, len), tmp).is_ok()
+    len > 0 && (0..PER_LENGTH).any(|k| fs::rename(path(dir, len, k), tmp).is_ok())
 }
 
-/// Keeps the file at `file` (of a dropped run) as the spare of its length, if that
-/// length is at most `max` bytes and `dir` has no spare of that length yet. Returns
-/// whether it did; if not, the file is untouched and the caller deletes it. The
-/// caller syncs the directory.
+/// Keeps the file at `file` (of a dropped run) as a spare of its length, if that
+/// length is at most `max` bytes and `dir` has fewer than [`PER_LENGTH`] spares of
+/// that length. Returns whether it did; if not, the file is untouched and the caller
+/// deletes it. The caller syncs the directory.
 pub(crate) fn keep(dir: &Path, file: &Path, max: u64) -> bool {
     let Ok(len) = fs::metadata(file).map(|m| m.len()) else { return false };
     if len == 0 || len > max {
         return false;
     }
-    let spare = path(dir, len);
-    // Checked before the rename so that an existing spare is not replaced (its
-    // blocks would be freed). A writer taking it in between only means one spare
-    // fewer; another thread keeping one in between replaces it, which frees that
-    // one's blocks once: neither ever touches a referenced file.
-    if spare.exists() {
-        return false;
-    }
-    fs::rename(file, spare).is_ok()
+    // A free name is looked for before the rename so that an existing spare is not
+    // replaced (its blocks would be freed). A writer taking one in between only
+    // means one spare fewer; another thread keeping one in between replaces it,
+    // which frees that one's blocks once: neither ever touches a referenced file.
+    (0..PER_LENGTH).map(|k| path(dir, len, k)).find(|p| !p.exists()).is_some_and(|spare| fs::rename(file, spare).is_ok())
 }
 
 /// Deletes the spares in `dir` longer than `max` bytes (all with `max` = 0). Returns
@@ -97,7 +101,7 @@ pub(crate) fn remove_over(dir: &Path, max: u64) -> u64 {
             continue;
         }
         let len = entry.metadata().map(|m| m.len()).unwrap_or(0);
-        if parse_name(&name).is_some_and(|named| named == len && len <= max) {
+        if parse_name(&name).is_some_and(|(named, k)| named == len && len <= max && k < PER_LENGTH) {
             continue;
         }
         match fs::remove_file(entry.path()) {
@@ -113,7 +117,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_spare_is_kept_once_per_length_under_the_bound_and_taken_once() {
+    fn spares_are_kept_up_to_two_per_length_under_the_bound_and_taken_once() {
         let dir = tempfile::tempdir().expect("tempdir");
         let d = dir.path();
         let file = |name: &str, len: usize| {
@@ -123,10 +127,13 @@ mod tests {
         };
         let a = file("run-1-1.blocks", 100);
         assert!(keep(d, &a, 100), "a file at the bound is kept");
-        assert!(!a.exists() && path(d, 100).exists());
+        assert!(!a.exists() && path(d, 100, 0).exists());
         let b = file("run-1-2.blocks", 100);
-        assert!(!keep(d, &b, 1000), "a second spare of the same length is not kept");
-        assert!(b.exists(), "and the file is left for the caller to delete");
+        assert!(keep(d, &b, 1000), "a second of the same length too");
+        assert!(!b.exists() && path(d, 100, 1).exists());
+        let b2 = file("run-1-5.blocks", 100);
+        assert!(!keep(d, &b2, 1000), "not a third");
+        assert!(b2.exists(), "and the file is left for the caller to delete");
         let c = file("run-1-3.blocks", 101);
         assert!(!keep(d, &c, 100), "a file over the bound is not kept");
         assert!(!keep(d, &d.join("missing"), 100));
@@ -137,8 +144,12 @@ mod tests {
         assert!(!take(d, 101, &tmp), "no spare of that length");
         assert!(take(d, 100, &tmp));
         assert_eq!(fs::read(&tmp).expect("tmp").len(), 100);
-        assert!(!path(d, 100).exists());
-        assert!(!take(d, 100, &tmp), "a spare is taken once");
+        assert!(!path(d, 100, 0).exists() && path(d, 100, 1).exists());
+        let tmp2 = d.join("run-2-10.blocks.tmp");
+        assert!(take(d, 100, &tmp2));
+        assert!(!path(d, 100, 1).exists());
+        assert!(!take(d, 100, &tmp), "each spare is taken once");
+        assert!(keep(d, &b2, 100), "a slot taken is free again");
     }
 
     #[test]
@@ -146,16 +157,19 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let d = dir.path();
         for len in [10u64, 20, 40] {
-            fs::write(path(d, len), vec![1u8; len as usize]).expect("write");
+            fs::write(path(d, len, 0), vec![1u8; len as usize]).expect("write");
         }
-        fs::write(d.join("spare-30"), [1u8; 31]).expect("write");
+        fs::write(path(d, 10, 1), [1u8; 10]).expect("write");
+        fs::write(path(d, 10, PER_LENGTH), [1u8; 10]).expect("write");
+        fs::write(d.join("spare-30-0"), [1u8; 31]).expect("write");
         fs::write(d.join("spare-x"), [1u8; 5]).expect("write");
+        fs::write(d.join("spare-7"), [1u8; 7]).expect("write");
         fs::write(d.join("run-1-1.blocks"), [1u8; 50]).expect("write");
-        assert_eq!(remove_over(d, 20), 40 + 31 + 5);
+        assert_eq!(remove_over(d, 20), 40 + 10 + 31 + 5 + 7);
         let mut left: Vec<String> = fs::read_dir(d).expect("dir").flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
         left.sort();
-        assert_eq!(left, ["run-1-1.blocks", "spare-10", "spare-20"]);
-        assert_eq!(remove_over(d, 0), 30);
+        assert_eq!(left, ["run-1-1.blocks", "spare-10-0", "spare-10-1", "spare-20-0"]);
+        assert_eq!(remove_over(d, 0), 40);
         assert_eq!(fs::read_dir(d).expect("dir").count(), 1);
     }
 }

@@ -82,7 +82,7 @@ impl Store {
     ///
     /// An owner may keep two requests in flight (issue 23 #2), so the later one can
     /// arrive first: a request whose `start` is past the blocks received so far waits
-    /// (at most one per deal, at most [`UPLOAD_TURN_WAIT`]) until they reach it, the
+    /// (at most one per deal, at most [`StoreConfig::upload_turn_wait`](super::StoreConfig::upload_turn_wait)) until they reach it, the
     /// upload begins again, or a request of it fails; then it is checked as usual.
     ///
     /// Errors: [`StoreError::UnknownDeal`], [`StoreError::Phase`] if not uploading,
@@ -108,7 +108,7 @@ impl Store {
         roots: Option<&[B256]>,
     ) -> Result<()> {
         let entry = self.deal(deal)?;
-        let op = wait_for_turn(&entry, lock(&entry.op), start);
+        let op = wait_for_turn(&entry, lock(&entry.op), start, self.config.upload_turn_wait.unwrap_or(UPLOAD_TURN_WAIT));
         let out = self.upload_blocks_in_turn(&entry, deal, nonce, start, blocks, sealed_u, roots);
         if out.is_err() {
             // A request after this one would wait in vain.
@@ -265,13 +265,14 @@ impl Store {
     }
 }
 
-/// Longest an upload request waits for the request before it ([`Store::upload_blocks`]).
+/// Longest an upload request waits for the request before it ([`Store::upload_blocks`])
+/// unless [`StoreConfig::upload_turn_wait`](super::StoreConfig::upload_turn_wait) says otherwise: 60 s.
 pub const UPLOAD_TURN_WAIT: Duration = Duration::from_secs(60);
 
 /// Waits (releasing `op` meanwhile) while `entry` is uploading, fewer than `start`
 /// blocks are in, no other request of the deal waits, its upload epoch is unchanged
-/// and [`UPLOAD_TURN_WAIT`] has not passed; returns `op` held again.
-fn wait_for_turn<'a>(entry: &'a Deal, mut op: MutexGuard<'a, ()>, start: u64) -> MutexGuard<'a, ()> {
+/// and `wait` has not passed; returns `op` held again.
+fn wait_for_turn<'a>(entry: &'a Deal, mut op: MutexGuard<'a, ()>, start: u64, wait: Duration) -> MutexGuard<'a, ()> {
     let received = |e: &Deal| match super::rlock(&e.state).as_ref().map(|st| st.meta.phase) {
         Some(Phase::Uploading { received }) => Some(received),
         _ => None,
@@ -280,7 +281,7 @@ fn wait_for_turn<'a>(entry: &'a Deal, mut op: MutexGuard<'a, ()>, start: u64) ->
         return op;
     }
     let epoch = entry.upload_epoch.load(Ordering::Acquire);
-    let deadline = Instant::now() + UPLOAD_TURN_WAIT;
+    let deadline = Instant::now() + wait;
     while received(entry).is_some_and(|r| r < start) && entry.upload_epoch.load(Ordering::Acquire) == epoch {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
