@@ -656,7 +656,14 @@ async fn run(quick: bool) -> String {
             }
         }
         if t.elapsed() > Duration::from_millis(50) {
-            eprintln!("slow write: {:.0} ms at t = {} (write {w} of the period)", t.elapsed().as_secs_f64() * 1e3, state.write_count);
+            // Its end in /proc/uptime's seconds (`perf record -k boottime`), to find it in a profile.
+            let uptime = std::fs::read_to_string("/proc/uptime").unwrap_or_default();
+            eprintln!(
+                "slow write: {:.0} ms at t = {} (write {w} of the period), ended at uptime {} s",
+                t.elapsed().as_secs_f64() * 1e3,
+                state.write_count,
+                uptime.split_whitespace().next().unwrap_or("?")
+            );
         }
         if (w + 1) % checkpoint_every == 0 {
             let t = Instant::now();

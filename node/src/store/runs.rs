@@ -680,6 +680,24 @@ mod tests {
         check(other, &b4, r4);
         assert_eq!(ino(blocks_path(d, third)), b_ino, "staged in place");
 
+        // A run synced at stage (≥ SYNC_AT_STAGE_BYTES), new and then over the spare
+        // it left.
+        let big = |seed: u64| (RunId { tag: RunTag::level(5), built_at: 64 * seed }, run_of(seed, 64));
+        assert!(64 * format.coded_block_bytes() >= SYNC_AT_STAGE_BYTES);
+        let (b6_id, b6) = big(6);
+        let mut w = RunWriter::new(d, &format);
+        let r6 = w.stage(b6_id, &b6).expect("stage");
+        w.finish().expect("finish");
+        check(b6_id, &b6, r6);
+        let big_ino = ino(blocks_path(d, b6_id));
+        retire_run(d, b6_id, max, false);
+        let (b7_id, b7) = big(7);
+        let mut w = RunWriter::new(d, &format);
+        let r7 = w.stage(b7_id, &b7).expect("stage");
+        w.finish().expect("finish");
+        check(b7_id, &b7, r7);
+        assert_eq!(ino(blocks_path(d, b7_id)), big_ino, "a large run staged in place");
+
         // Over the bound, a retired run's files are deleted.
         retire_run(d, other, 100, false);
         assert!(!blocks_path(d, other).exists() && !tree_path(d, other).exists());
