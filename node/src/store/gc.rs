@@ -47,8 +47,9 @@ const SEALED_REMOVALS_PER_BATCH: usize = 4096;
 impl Store {
     /// Collects the unreferenced files of one deal in `dir`. With `sweep_sealed`,
     /// also scans every σ̃ entry of the deal (on open; otherwise only those of the
-    /// runs deleted now are removed) and deletes the spares over the deal's bound. Failures are logged, never returned: garbage
-    /// left behind is collected by a later pass.
+    /// runs deleted now are removed) and deletes the spares over the deal's bound.
+    /// Failures are logged, never returned: garbage left behind is collected by a
+    /// later pass.
     pub(crate) fn gc(&self, meta: &DealMeta, dir: &Path, sweep_sealed: bool) {
         let deal = meta.params.deal;
         let keep: BTreeSet<RunId> = meta.retained_runs().into_iter().map(|(id, _, _)| id).collect();
@@ -130,9 +131,10 @@ impl Store {
         }
     }
 
-    /// Retires the runs handed to the background builder by [`Store::gc`] (its files
-    /// kept as spares or deleted, [`runs::retire_run`], then its σ̃ entries in batches of [`SEALED_REMOVALS_PER_BATCH`]). Takes no deal
-    /// lock. Failures are logged: what is left is collected on the next open.
+    /// Retires the runs handed to the background builder by [`Store::gc`]: its files
+    /// kept as spares or deleted ([`runs::retire_run`]), then its σ̃ entries deleted
+    /// in batches of [`SEALED_REMOVALS_PER_BATCH`]. Takes no deal lock. Failures are
+    /// logged: what is left is collected on the next open.
     pub(crate) fn empty_trash(&self) {
         let items = std::mem::take(&mut *super::lock(&self.trash));
         for Trash { deal, dir, runs: dropped, spare_max } in items {
