@@ -135,6 +135,10 @@ impl Drop for Proc {
     }
 }
 
+/// Longest one `dpor` command of a test may run ([`World::dpor`]): 300 s, far beyond
+/// any command's time on a loaded machine (seconds), well within a test's limit.
+pub const CLI_LIMIT: Duration = Duration::from_secs(300);
+
 /// What a CLI run printed.
 #[derive(Debug)]
 pub struct CliRun {
@@ -246,8 +250,13 @@ impl World {
 
     /// Runs `dpor --json ARGS` as anvil account `key` with this world's chain and the
     /// owner state file `owner.json`.
+    ///
+    /// A command still running after [`CLI_LIMIT`] is killed and the test fails with
+    /// its arguments and what it printed so far (a hung command would otherwise show
+    /// only as the whole test's `within` limit, with nothing to tell which step hung).
     pub async fn dpor(&self, key: usize, args: &[&str]) -> CliRun {
-        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_dpor"))
+        use tokio::io::AsyncReadExt;
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_dpor"))
             .arg("--json")
             .args(args)
             .env("DPOR_RPC_URL", self.dev.rpc_url())
@@ -256,10 +265,36 @@ impl World {
             .env("DPOR_STATE", self.path("owner.json"))
             .env_remove("DPOR_NODE")
             .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .kill_on_drop(true)
-            .output()
-            .await
+            .spawn()
             .expect("run dpor");
+        let (mut so, mut se) = (child.stdout.take().expect("stdout"), child.stderr.take().expect("stderr"));
+        let out_task = tokio::spawn(async move {
+            let mut b = Vec::new();
+            let _ = so.read_to_end(&mut b).await;
+            b
+        });
+        let err_task = tokio::spawn(async move {
+            let mut b = Vec::new();
+            let _ = se.read_to_end(&mut b).await;
+            b
+        });
+        let status = match tokio::time::timeout(CLI_LIMIT, child.wait()).await {
+            Ok(s) => s.expect("wait for dpor"),
+            Err(_) => {
+                let _ = child.kill().await;
+                let (o, e) = (out_task.await.unwrap_or_default(), err_task.await.unwrap_or_default());
+                panic!(
+                    "`dpor {}` still ran after {CLI_LIMIT:?}; killed. stdout so far:\n{}\nstderr so far:\n{}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&o),
+                    String::from_utf8_lossy(&e)
+                );
+            }
+        };
+        let out = std::process::Output { status, stdout: out_task.await.unwrap_or_default(), stderr: err_task.await.unwrap_or_default() };
         let stdout = String::from_utf8_lossy(&out.stdout).to_string();
         let json = stdout
             .lines()
