@@ -74,25 +74,34 @@ impl Market {
         let b = self.beacon_at(beacon);
         let call = b.record(round, Bytes::from(sig));
         let from = self.require_account("record")?;
-        let pending = call.from(from).send().await.map_err(|e| {
-            if let Some(data) = e.as_revert_data() {
-                if data.len() >= 4 {
-                    let sel = [data[0], data[1], data[2], data[3]];
-                    if let Some(name) = IDrandBeacon::IDrandBeaconErrors::name_by_selector(sel) {
-                        return ChainError::Reverted { method: "record", error: name.to_string() };
-                    }
-                }
-            }
-            contract_err("record", e)
-        })?;
+        let call = call.from(from);
+        let gas_limit = match call.estimate_gas().await {
+            Ok(estimate) => crate::client::gas_with_margin(estimate),
+            Err(e) => return Err(beacon_err(e)),
+        };
+        let pending = call.gas(gas_limit).send().await.map_err(beacon_err)?;
         let receipt = pending
             .with_timeout(Some(crate::client::RECEIPT_TIMEOUT))
             .get_receipt()
             .await
             .map_err(|e| ChainError::Rpc { method: "record", message: e.to_string() })?;
         if !receipt.status() {
-            return Err(ChainError::TxFailed { method: "record", tx: receipt.transaction_hash });
+            return Err(ChainError::TxFailed { method: "record", tx: receipt.transaction_hash, gas_used: receipt.gas_used, gas_limit });
         }
         Ok(receipt.transaction_hash)
     }
+}
+
+/// A failed `record` call as [`ChainError::Reverted`] with the beacon's custom error name
+/// (`AlreadyRecorded`, …) when the revert data carries one, else as the market's errors do.
+fn beacon_err(e: alloy::contract::Error) -> ChainError {
+    if let Some(data) = e.as_revert_data() {
+        if data.len() >= 4 {
+            let sel = [data[0], data[1], data[2], data[3]];
+            if let Some(name) = IDrandBeacon::IDrandBeaconErrors::name_by_selector(sel) {
+                return ChainError::Reverted { method: "record", error: name.to_string() };
+            }
+        }
+    }
+    contract_err("record", e)
 }

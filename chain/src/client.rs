@@ -18,6 +18,26 @@ use std::time::Duration;
 /// How long a transaction may stay unmined before [`ChainError::Rpc`] (a timeout).
 pub const RECEIPT_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// The gas limit sent for a transaction whose `eth_estimateGas` gave `estimate`: the
+/// estimate plus 30 % of it, and at least 40,000 gas more, but never above
+/// [`MAX_GAS_LIMIT`] unless the estimate itself is.
+///
+/// An estimate is exact for the state it ran on, and other parties' transactions can be
+/// mined between it and ours: a provider withdrawing what it is owed turns the next
+/// credit to it from a 2,900-gas into a 20,000-gas `SSTORE` (EIP-2200), a new epoch makes
+/// a first write of the epoch's bookkeeping. Sent at the bare estimate, such a
+/// transaction ran out of gas in CI (`resizeDeal`, while the node settled and withdrew
+/// an epoch). Unused gas is not paid for (EIP-1559 charges gas used), so the margin
+/// costs nothing; 1.3× is `forge script`'s default multiplier.
+pub fn gas_with_margin(estimate: u64) -> u64 {
+    let margin = (estimate / 10 * 3).max(40_000);
+    estimate.saturating_add(margin).min(MAX_GAS_LIMIT.max(estimate))
+}
+
+/// The highest gas limit [`gas_with_margin`] adds a margin up to: 30 M gas, the block gas
+/// limit of anvil and of Ethereum mainnet before 2025 (a limit over the block's is refused).
+pub const MAX_GAS_LIMIT: u64 = 30_000_000;
+
 /// A client of the market at one address: views, transactions (which wait for their
 /// receipt) and log queries. Cheap to clone (the HTTP client is shared).
 ///
@@ -149,7 +169,15 @@ impl Market {
         call: CallBuilder<&DynProvider, D>,
     ) -> Result<TransactionReceipt, ChainError> {
         let from = self.require_account(method)?;
-        let pending = match self.stats.note(call.from(from).send().await.map_err(|e| contract_err(method, e))) {
+        let call = call.from(from);
+        let gas_limit = match self.stats.note(call.estimate_gas().await.map_err(|e| contract_err(method, e))) {
+            Ok(estimate) => gas_with_margin(estimate),
+            Err(e) => {
+                self.stats.record_tx(method, None, false);
+                return Err(e);
+            }
+        };
+        let pending = match self.stats.note(call.gas(gas_limit).send().await.map_err(|e| contract_err(method, e))) {
             Ok(p) => p,
             Err(e) => {
                 self.stats.record_tx(method, None, false);
@@ -171,7 +199,7 @@ impl Market {
         };
         self.stats.record_tx(method, Some(receipt.gas_used), receipt.status());
         if !receipt.status() {
-            return Err(ChainError::TxFailed { method, tx: receipt.transaction_hash });
+            return Err(ChainError::TxFailed { method, tx: receipt.transaction_hash, gas_used: receipt.gas_used, gas_limit });
         }
         tracing::debug!(method, tx = %receipt.transaction_hash, block = ?receipt.block_number, "mined");
         Ok(receipt)

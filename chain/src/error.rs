@@ -33,13 +33,19 @@ pub enum ChainError {
         error: String,
     },
     /// A transaction was mined but failed (status 0), e.g. because the chain moved on
-    /// between gas estimation and inclusion.
-    #[error("{method} transaction {tx} was mined but reverted")]
+    /// between gas estimation and inclusion (another party's transaction came first).
+    /// `gas_used` equal to `gas_limit` points to running out of gas; the limit is the
+    /// estimate plus [`crate::client::gas_with_margin`]'s margin.
+    #[error("{method} transaction {tx} was mined but reverted (gas used {gas_used} of a limit of {gas_limit})")]
     TxFailed {
         /// The contract function called.
         method: &'static str,
         /// The transaction hash.
         tx: B256,
+        /// Gas the failed transaction used.
+        gas_used: u64,
+        /// The transaction's gas limit.
+        gas_limit: u64,
     },
     /// The JSON-RPC endpoint failed (connection, timeout, malformed answer).
     #[error("RPC error in {method}: {message}")]

@@ -47,7 +47,7 @@ pub mod verify;
 
 pub use alloy::signers::local::PrivateKeySigner;
 pub use alloy_primitives::{Address, Bytes, B256, U256};
-pub use client::{revert_reason, Market};
+pub use client::{gas_with_margin, revert_reason, Market, MAX_GAS_LIMIT};
 pub use commitment_ops::{ChallengeInfo, ChallengeOpenedEvent, ChallengeState, EpochCommittedEvent};
 pub use convert::{
     block_proof, from_chain_digest, sample_proof, sample_proof_for, sign_digest, to_chain_digest, BlockProof, ChainDigest,
