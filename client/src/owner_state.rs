@@ -311,6 +311,10 @@ pub struct OwnerState {
     /// every save (only those the state names), read back by [`OwnerState::load`].
     #[serde(skip)]
     inline_sigma: sigma_files::Inline,
+    /// A committed batch whose save was left to the next one
+    /// ([`OwnerState::defer_save`]): the file still holds the batch's intent.
+    #[serde(skip)]
+    unsaved: bool,
 }
 
 /// The block cache's sidecar `<state>.recent` as this process knows it: its records,
@@ -389,6 +393,7 @@ impl OwnerState {
             stashed: Vec::new(),
             local_levels: None,
             inline_sigma: sigma_files::Inline::new(),
+            unsaved: false,
         }
     }
 
@@ -443,7 +448,10 @@ impl OwnerState {
     pub fn persist(&mut self) -> anyhow::Result<()> {
         match self.path.clone() {
             Some(p) => self.save(&p),
-            None => Ok(()),
+            None => {
+                self.unsaved = false;
+                Ok(())
+            }
         }
     }
 
@@ -665,6 +673,7 @@ impl OwnerState {
         self.inline_sigma.retain(|name, _| keep.contains(name));
         let blob = sigma_files::encode_inline(&self.inline_sigma);
         slots::save(path, slots::Contents { json: text?.as_bytes(), blob: &blob })?;
+        self.unsaved = false;
         self.path = Some(path.to_path_buf());
         if moved && self.block_cache_levels > 0 {
             // The block cache beside the new file too (the appends go there from now on).
@@ -730,6 +739,34 @@ impl OwnerState {
     pub fn next_nonce(&mut self) -> u64 {
         self.nonce += 1;
         self.nonce
+    }
+
+    /// Leaves the save of a committed batch (no request pending any more) to the next
+    /// save, instead of an `fdatasync` of its own (issue 23: one of the owner's flushes
+    /// per batch when batches follow one another; docs/PERFORMANCE.md "tenth session").
+    /// Until then the file holds the batch's intent, which a restart settles with the
+    /// node as after a lost answer (`owner::recover` asks the node for the batch's
+    /// nonce). The node keeps the answer of its last write, batch, resize or upload
+    /// finish (`Request::Outcome`), whatever other requests (co-signs, σ̃ stores, reads)
+    /// came after it, and every request that would replace that answer saves its
+    /// intent first, which carries this commit. The next batch's intent save,
+    /// [`OwnerState::persist`] or [`OwnerState::save_deferred`] writes it.
+    pub fn defer_save(&mut self) {
+        self.unsaved = true;
+    }
+
+    /// Writes a save left by [`OwnerState::defer_save`], if any. Errors: as
+    /// [`OwnerState::persist`].
+    pub fn save_deferred(&mut self) -> anyhow::Result<()> {
+        if self.unsaved {
+            self.persist()?;
+        }
+        Ok(())
+    }
+
+    /// Whether a committed batch's save is still to be written ([`OwnerState::defer_save`]).
+    pub fn has_unsaved_commit(&self) -> bool {
+        self.unsaved
     }
 
     /// The filled levels' roots, ascending ℓ.
@@ -928,7 +965,8 @@ mod tests {
         let mut s = state(Some(path.clone()));
         let run = WireRun { tag: 0, built_at: 4 };
         // More values than a sidecar kept inside the state file holds: a file of its own.
-        let sigma: Vec<Fp> = (0..2048u64).map(|i| field::from_bytes((i * 7).to_le_bytes()).unwrap()).collect();
+        let values = sigma_files::INLINE_MAX_VALUES as u64 + 2;
+        let sigma: Vec<Fp> = (0..values).map(|i| field::from_bytes((i * 7).to_le_bytes()).unwrap()).collect();
         s.stash_sigma(run, &sigma).unwrap();
         s.pending = Some(Pending::StoreSealed { run, next: 3, more: vec![] });
         s.persist().unwrap();
@@ -1110,7 +1148,7 @@ mod tests {
 
     /// Positions of a test level whose σ (2 × [`BIG`] values) is too large to be kept
     /// inside the state file (`sigma_files::INLINE_MAX_VALUES`): a sidecar file.
-    const BIG: u64 = 1024;
+    const BIG: u64 = (sigma_files::INLINE_MAX_VALUES / RHO) as u64 + 1;
 
     fn level_sigma(k: u64, size: u64) -> Vec<u64> {
         (0..size * RHO as u64).map(|i| i * 31 + k).collect()

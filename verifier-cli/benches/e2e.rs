@@ -462,7 +462,7 @@ async fn run(quick: bool) -> String {
     let mut done = 0u64;
     let mut due: Option<u64> = None;
     for chunk in writes_b.chunks(per_batch) {
-        batch::write_batch(&node, &auth, &mut state, chunk).await.unwrap();
+        batch::write_batch_deferred(&node, &auth, &mut state, chunk).await.unwrap();
         let before = done;
         done += chunk.len() as u64;
         let crossed = done / checkpoint_every > before / checkpoint_every;
@@ -525,7 +525,7 @@ async fn run(quick: bool) -> String {
             let chunk = gen_writes(salt ^ 0x1ead);
             salt += 1;
             for part in chunk[..(lead - led).min(batch_writes) as usize].chunks(per_batch) {
-                batch::write_batch(&node, &auth, &mut state, part).await.unwrap();
+                batch::write_batch_deferred(&node, &auth, &mut state, part).await.unwrap();
                 led += part.len() as u64;
             }
         }
@@ -539,7 +539,7 @@ async fn run(quick: bool) -> String {
             let chunk = gen_writes(salt);
             salt += 1;
             for part in chunk[..(n - done).min(batch_writes) as usize].chunks(per_batch) {
-                batch::write_batch(&node, &auth, &mut state, part).await.unwrap();
+                batch::write_batch_deferred(&node, &auth, &mut state, part).await.unwrap();
                 let before = done;
                 done += part.len() as u64;
                 let crossed = done / checkpoint_every > before / checkpoint_every;

@@ -683,3 +683,80 @@ async fn a_stale_block_cache_record_never_makes_the_checkpoint_accuse_an_honest_
     assert!(again.runs().iter().all(|(e, _)| !e.unchecked), "the marks reached the state file");
     assert_eq!(again.levels, back.levels);
 }
+
+/// Issue 23: a batch whose commit's save is deferred (`write_batch_deferred`, one
+/// `fdatasync` fewer per batch) leaves the batch's intent in the file until the next
+/// save. An owner that dies then loses nothing, even after a co-sign has used the next
+/// nonce (the node keeps the answer of its last write, batch, resize or upload finish):
+/// the intent is settled from the node. The next batch's intent carries the commit, and
+/// `write_many` saves at its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deferred_batch_save_loses_nothing_when_the_owner_dies_before_the_next_save() {
+    use dpor_client::owner::{batch, recover};
+    use dpor_client::owner_state::Pending;
+    let (n, beta) = (16u64, 64u32);
+    let node = node(n, beta, Misbehavior::None).await;
+    let auth = OwnerAuth { key: &node.owner, chain_id: CHAIN, market: node.market, deal: 1 };
+    let sdir = tempfile::tempdir().unwrap();
+    let path = sdir.path().join("owner.json");
+    let mut st = state(1, n, beta, node.market);
+    st.block_cache_levels = 2;
+    // Every level's σ cached: a commit stores no σ̃ with the node, so its save can wait.
+    st.cache_levels = 4;
+    st.path = Some(path.clone());
+    let mut model = vec![3u8; (n * beta as u64) as usize];
+    flows::upload(&node.client, &auth, &mut st, &model, None).await.unwrap();
+    let writes = |round: u8, count: u64| -> Vec<(u64, Vec<u8>)> {
+        (0..count).map(|j| ((j * 5 + round as u64) % n, vec![round.wrapping_mul(16).wrapping_add(j as u8); 64])).collect()
+    };
+    let apply = |model: &mut Vec<u8>, writes: &[(u64, Vec<u8>)]| {
+        for (i, d) in writes {
+            model[(*i * beta as u64) as usize..((*i + 1) * beta as u64) as usize].copy_from_slice(d);
+        }
+    };
+
+    // A deferred batch: the owner's memory moves on, its file still holds the intent.
+    let w1 = writes(1, 6);
+    batch::write_batch_deferred(&node.client, &auth, &mut st, &w1).await.unwrap();
+    apply(&mut model, &w1);
+    assert!(st.has_unsaved_commit() && st.pending.is_none());
+    let on_disk = OwnerState::load(&path).unwrap();
+    assert!(matches!(on_disk.pending, Some(Pending::WriteBatch { .. })), "{:?}", on_disk.pending);
+    assert_eq!(on_disk.total_writes(), st.total_writes() - 6);
+
+    // A co-sign takes the next nonce before any save; then the owner dies. A new
+    // process, from the files only, settles the batch with the node.
+    let nonce = st.next_nonce();
+    let digest = flows::next_digest(&st, 1);
+    node.client.cosign(&auth, nonce, (&digest).into()).await.expect("the node co-signs the owner's state");
+    let mut back = OwnerState::load(&path).unwrap();
+    let notes = recover::recover(&node.client, &auth, &mut back).await.unwrap();
+    assert!(notes.iter().any(|n| n.contains("had been applied")), "{notes:?}");
+    assert_eq!((back.root_u, back.write_count, back.rebuild_count), (st.root_u, st.write_count, st.rebuild_count));
+    assert!(back.pending.is_none() && !back.has_unsaved_commit());
+
+    // Two more deferred batches: the second one's saved intent carries the first's commit.
+    let mut st = back;
+    let (w2, w3) = (writes(2, 7), writes(3, 5));
+    batch::write_batch_deferred(&node.client, &auth, &mut st, &w2).await.unwrap();
+    let after_w2 = (st.root_u, st.total_writes());
+    batch::write_batch_deferred(&node.client, &auth, &mut st, &w3).await.unwrap();
+    apply(&mut model, &w2);
+    apply(&mut model, &w3);
+    let on_disk = OwnerState::load(&path).unwrap();
+    assert!(matches!(on_disk.pending, Some(Pending::WriteBatch { .. })));
+    assert_eq!((on_disk.root_u, on_disk.total_writes()), after_w2, "the intent of the third batch over the state after the second");
+
+    // `write_many` (its batches deferred) leaves nothing unsaved.
+    let w4 = writes(4, 9);
+    batch::write_many(&node.client, &auth, &mut st, &w4).await.unwrap();
+    apply(&mut model, &w4);
+    assert!(!st.has_unsaved_commit());
+    let on_disk = OwnerState::load(&path).unwrap();
+    assert!(on_disk.pending.is_none());
+    assert_eq!((on_disk.root_u, on_disk.write_count, on_disk.rebuild_count), (st.root_u, st.write_count, st.rebuild_count));
+    let mut st = on_disk;
+    batch::verify_deferred(&node.client, &auth, &mut st).await.unwrap();
+    st.file_bytes = model.len() as u64;
+    assert_eq!(flows::download(&node.client, &st, None).await.unwrap(), model);
+}

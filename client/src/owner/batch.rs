@@ -49,7 +49,8 @@ pub fn max_batch(block_bytes: usize) -> usize {
 }
 
 /// Writes `writes` (index, bytes: at most β, zero-padded) in batches of at most
-/// [`max_batch`] writes, each one [`write_batch`]. Returns one report per batch.
+/// [`max_batch`] writes, each one [`write_batch_deferred`]; the state is saved at the
+/// end (also after an error). Returns one report per batch.
 pub async fn write_many(
     node: &NodeClient,
     auth: &OwnerAuth<'_>,
@@ -58,9 +59,19 @@ pub async fn write_many(
 ) -> anyhow::Result<Vec<BatchReport>> {
     let per = max_batch(state.block_bytes as usize).max(1);
     let mut out = Vec::new();
+    let mut result = Ok(());
     for chunk in writes.chunks(per) {
-        out.push(write_batch(node, auth, state, chunk).await?);
+        match write_batch_deferred(node, auth, state, chunk).await {
+            Ok(r) => out.push(r),
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        }
     }
+    let saved = state.save_deferred();
+    result?;
+    saved?;
     Ok(out)
 }
 
@@ -99,7 +110,23 @@ pub async fn write_batch(
     state: &mut OwnerState,
     writes: &[(u64, Vec<u8>)],
 ) -> anyhow::Result<BatchReport> {
-    write_batch_resizing(node, auth, state, writes, None).await
+    write_batch_with(node, auth, state, writes, None, false).await
+}
+
+/// [`write_batch`], with the save of its commit left to the next save
+/// ([`OwnerState::defer_save`]): the next batch's intent (or any other save), or the
+/// caller's [`OwnerState::save_deferred`] / [`OwnerState::persist`] after its last
+/// batch. One `fdatasync` fewer per batch
+/// for a run of batches; a crash before the next save loses nothing (the saved intent
+/// is settled with the node at the next start). A commit that must store σ̃ with the
+/// node saves as before. Errors: as [`write_batch`].
+pub async fn write_batch_deferred(
+    node: &NodeClient,
+    auth: &OwnerAuth<'_>,
+    state: &mut OwnerState,
+    writes: &[(u64, Vec<u8>)],
+) -> anyhow::Result<BatchReport> {
+    write_batch_with(node, auth, state, writes, None, true).await
 }
 
 /// [`write_batch`], and the file's length becomes `file_bytes` (if given) when, and
@@ -111,6 +138,19 @@ pub async fn write_batch_resizing(
     state: &mut OwnerState,
     writes: &[(u64, Vec<u8>)],
     file_bytes: Option<u64>,
+) -> anyhow::Result<BatchReport> {
+    write_batch_with(node, auth, state, writes, file_bytes, false).await
+}
+
+/// [`write_batch_resizing`], its commit's save deferred when `defer_save`
+/// ([`write_batch_deferred`]).
+pub(crate) async fn write_batch_with(
+    node: &NodeClient,
+    auth: &OwnerAuth<'_>,
+    state: &mut OwnerState,
+    writes: &[(u64, Vec<u8>)],
+    file_bytes: Option<u64>,
+    defer_save: bool,
 ) -> anyhow::Result<BatchReport> {
     if let Some(len) = file_bytes {
         ensure!(
@@ -260,7 +300,7 @@ pub async fn write_batch_resizing(
         }
         None => (node.write_batch_by_roots(auth, nonce, wire).await, None),
     };
-    let mut report = machine::settle(node, auth, state, &BatchRequest { nonce, count }, sent).await?;
+    let mut report = machine::settle(node, auth, state, &BatchRequest { nonce, count, defer_save }, sent).await?;
     // Committed: the copy now belongs to the new state (a failed job leaves none, and
     // the checkpoint replays from the block cache).
     match local {
@@ -284,6 +324,7 @@ pub(crate) async fn finish_write_batch(
     auth: &OwnerAuth<'_>,
     state: &mut OwnerState,
     answer: WrittenBatch,
+    defer_save: bool,
 ) -> anyhow::Result<BatchReport> {
     let Some(Pending::WriteBatch { writes, new_root_u, runs, file_bytes, c_snapshot, recent_blocks, .. }) = state.pending.clone() else {
         bail!("no batch of writes is pending");
@@ -375,7 +416,11 @@ pub(crate) async fn finish_write_batch(
         state.adopt_stash(&runs);
         state.pending = None;
         state.drop_sigma();
-        state.persist()?;
+        if defer_save {
+            state.defer_save();
+        } else {
+            state.persist()?;
+        }
     } else {
         let first = store.remove(0);
         state.pending = Some(Pending::StoreSealed { run: first, next: 0, more: store });
@@ -676,13 +721,16 @@ pub(crate) struct BatchRequest {
     pub nonce: u64,
     /// The number of writes.
     pub count: usize,
+    /// The commit's save is left to the next save ([`OwnerState::defer_save`]) when
+    /// nothing else is pending after it (never for a recovery).
+    pub defer_save: bool,
 }
 
 impl BatchRequest {
     /// The request a saved intent holds, if it is a batch.
     pub(crate) fn of(p: &Pending) -> Option<Self> {
         match p {
-            Pending::WriteBatch { nonce, writes, .. } => Some(Self { nonce: *nonce, count: writes.len() }),
+            Pending::WriteBatch { nonce, writes, .. } => Some(Self { nonce: *nonce, count: writes.len(), defer_save: false }),
             _ => None,
         }
     }
@@ -721,7 +769,7 @@ impl Request for BatchRequest {
         state: &mut OwnerState,
         answer: WrittenBatch,
     ) -> anyhow::Result<BatchReport> {
-        finish_write_batch(node, auth, state, answer).await
+        finish_write_batch(node, auth, state, answer, self.defer_save).await
     }
 
     fn settled_note(&self, r: &BatchReport, resent: bool) -> String {

@@ -1,7 +1,7 @@
 //! Byte-range edits and sync of the owner's file (issue 11 #5): `dpor write --offset
 //! BYTES FILE` and `dpor sync NEWFILE`, as batches of block writes
-//! ([`super::batch::write_batch_resizing`]; their runs are checked at the next
-//! checkpoint, like every batch).
+//! ([`super::batch::write_batch_resizing`], each commit saved with the next batch's
+//! intent; their runs are checked at the next checkpoint, like every batch).
 //!
 //! The file is the first `file_bytes` bytes of U (N blocks of β bytes). Invariant kept
 //! by every command here: **the bytes of U past `file_bytes` are zero** (the upload
@@ -22,7 +22,7 @@
 //! resize` (App. A.3: a new N, the code rebuilt, the deal's price and collateral
 //! adjusted on chain; [`super::resize`]).
 
-use super::batch::{max_batch, write_batch_resizing, BatchReport};
+use super::batch::{max_batch, write_batch_with, BatchReport};
 use crate::node_client::{NodeClient, OwnerAuth};
 use crate::owner_state::OwnerState;
 use crate::progress::Progress;
@@ -180,13 +180,25 @@ async fn write_resizing(
     let chunks: Vec<&[(u64, Vec<u8>)]> = writes.chunks(per).collect();
     let last = chunks.len().saturating_sub(1);
     let mut reports = Vec::with_capacity(chunks.len());
+    // Each commit's save goes with the next batch's intent; the last one is saved here,
+    // also after an error.
+    let mut result = Ok(());
     for (c, chunk) in chunks.into_iter().enumerate() {
         let resize = (new_len > old_len && c == 0) || (new_len < old_len && c == last);
-        reports.push(write_batch_resizing(node, auth, state, chunk, resize.then_some(new_len)).await?);
+        match write_batch_with(node, auth, state, chunk, resize.then_some(new_len), true).await {
+            Ok(r) => reports.push(r),
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        }
         if let Some(b) = bar {
             b.inc(chunk.len() as u64);
         }
     }
+    let saved = state.save_deferred();
+    result?;
+    saved?;
     if writes.is_empty() && new_len != old_len {
         // Only the length changes (bytes past it are zero, so no block differs): the
         // length is the owner's alone; the digest does not carry it.

@@ -13,9 +13,9 @@
 //!
 //! A sidecar of at most [`INLINE_MAX_VALUES`] values is kept inside the state file
 //! instead (its slots' blob, `super::slots`, written with the state that names it), by
-//! the same name: the new level of all but one in 2^8 single writes, which would
-//! otherwise cost a file of its own per write (create, fsync, rename, folder fsync,
-//! and its deletion later).
+//! the same name: the new level of all but one in 2^12 single writes and of 7 in 8
+//! batches, which would otherwise cost a file of its own each (create, fsync, rename,
+//! folder fsync, and its deletion later).
 //!
 //! Format (little-endian): magic `dpor-sigma-2`, the number of runs (u64), then per run
 //! its tag (u32), `built_at` (u64), the number of values (u64) and the values (u64
@@ -28,9 +28,15 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The most checksum values (u64 each) a sidecar may hold to be kept inside the state
-/// file rather than in a file of its own: 1,024 values (8 KiB), the σ of a level of up
-/// to 2^8 coded blocks at ρ = 2.
-pub(super) const INLINE_MAX_VALUES: usize = 1024;
+/// file rather than in a file of its own: 8,192 values (64 KiB), the σ of a level of up
+/// to 2^12 coded blocks (ℓ ≤ 11) at ρ = 2, with the smaller levels a batch leaves
+/// beside it. A batch of 512 writes leaves one new level of ℓ ≥ 9; 7 in 8 of them now
+/// keep their checksums in the state file, which the batch saves anyway, instead of a
+/// file of their own (fsync, rename, folder fsync, and a deletion with its discard once
+/// the level is consumed: two of the owner's ≈ 6 flushes per batch, docs/PERFORMANCE.md
+/// "tenth session"). The live levels of ℓ ≤ 11 bound what each save carries inline
+/// (≲ 200 KiB); larger levels, which live long, keep files of their own.
+pub(super) const INLINE_MAX_VALUES: usize = 8192;
 
 /// The sidecars kept inside the state file: their bytes ([`encode`]) by name.
 pub(super) type Inline = BTreeMap<String, Vec<u8>>;

@@ -339,7 +339,9 @@ pub async fn run(ctx: &Ctx, cmd: OwnerCommand) -> anyhow::Result<Output> {
             let per = super::batch::max_batch(state.block_bytes as usize).max(1);
             let mut result = Ok(());
             for chunk in writes.chunks(per) {
-                match super::batch::write_batch(&node, &auth, &mut state, chunk).await {
+                // Each commit is saved with the next batch's intent; `state.save` below
+                // writes the last (also after an error).
+                match super::batch::write_batch_deferred(&node, &auth, &mut state, chunk).await {
                     Ok(r) => reports.push(r),
                     Err(e) => {
                         result = Err(e);
