@@ -116,10 +116,9 @@ pub async fn write_batch(
 /// [`write_batch`], with the save of its commit left to the next save
 /// ([`OwnerState::defer_save`]): the next batch's intent (or any other save), or the
 /// caller's [`OwnerState::save_deferred`] / [`OwnerState::persist`] after its last
-/// batch. One `fdatasync` fewer per batch
-/// for a run of batches; a crash before the next save loses nothing (the saved intent
-/// is settled with the node at the next start). A commit that must store σ̃ with the
-/// node saves as before. Errors: as [`write_batch`].
+/// batch. One `fdatasync` fewer per batch for a run of batches; a crash before the next
+/// save loses nothing (the saved intent is settled with the node at the next start). A
+/// commit that must store σ̃ with the node saves as before. Errors: as [`write_batch`].
 pub async fn write_batch_deferred(
     node: &NodeClient,
     auth: &OwnerAuth<'_>,

@@ -152,7 +152,8 @@ pub async fn store_pending_sealed(node: &NodeClient, auth: &OwnerAuth<'_>, state
 }
 
 /// Stores the σ̃ of `run` from position `next` on (one step of
-/// [`store_pending_sealed`]), saving progress after each acknowledged batch.
+/// [`store_pending_sealed`]), saving progress after each acknowledged batch but the
+/// last (whose save is the caller's next step).
 async fn store_sealed_run(
     node: &NodeClient,
     auth: &OwnerAuth<'_>,
@@ -182,7 +183,12 @@ async fn store_sealed_run(
         node.owner_accepted(auth, nonce, OwnerOp::StoreSealed { run, start, sealed }).await?;
         start += count;
         state.pending = Some(Pending::StoreSealed { run, next: start, more: more.to_vec() });
-        state.persist()?;
+        // The run's last batch needs no save of its own: the caller saves the next step
+        // (the next run, or nothing pending) at once, and a crash in between stores
+        // that batch again (harmless).
+        if start < size {
+            state.persist()?;
+        }
     }
     Ok(())
 }
