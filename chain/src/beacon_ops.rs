@@ -76,7 +76,7 @@ impl Market {
         let from = self.require_account("record")?;
         let call = call.from(from);
         let gas_limit = match call.estimate_gas().await {
-            Ok(estimate) => crate::client::gas_with_margin(estimate),
+            Ok(estimate) => crate::client::gas_with_margin(estimate, self.gas_cap),
             Err(e) => return Err(beacon_err(e)),
         };
         let pending = call.gas(gas_limit).send().await.map_err(beacon_err)?;

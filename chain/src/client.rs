@@ -19,8 +19,9 @@ use std::time::Duration;
 pub const RECEIPT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The gas limit sent for a transaction whose `eth_estimateGas` gave `estimate`: the
-/// estimate plus 30 % of it, and at least 40,000 gas more, but never above
-/// [`MAX_GAS_LIMIT`] unless the estimate itself is.
+/// estimate plus 30 % of it, and at least 40,000 gas more, but never above `cap` (the
+/// chain's block gas limit: a transaction over it is refused) unless the estimate
+/// itself is.
 ///
 /// An estimate is exact for the state it ran on, and other parties' transactions can be
 /// mined between it and ours: a provider withdrawing what it is owed turns the next
@@ -29,13 +30,13 @@ pub const RECEIPT_TIMEOUT: Duration = Duration::from_secs(120);
 /// transaction ran out of gas in CI (`resizeDeal`, while the node settled and withdrew
 /// an epoch). Unused gas is not paid for (EIP-1559 charges gas used), so the margin
 /// costs nothing; 1.3× is `forge script`'s default multiplier.
-pub fn gas_with_margin(estimate: u64) -> u64 {
+pub fn gas_with_margin(estimate: u64, cap: u64) -> u64 {
     let margin = (estimate / 10 * 3).max(40_000);
-    estimate.saturating_add(margin).min(MAX_GAS_LIMIT.max(estimate))
+    estimate.saturating_add(margin).min(cap.max(estimate))
 }
 
-/// The highest gas limit [`gas_with_margin`] adds a margin up to: 30 M gas, the block gas
-/// limit of anvil and of Ethereum mainnet before 2025 (a limit over the block's is refused).
+/// The cap of [`gas_with_margin`] when the chain's block gas limit could not be read at
+/// [`Market::connect`]: 30 M gas, anvil's default block gas limit.
 pub const MAX_GAS_LIMIT: u64 = 30_000_000;
 
 /// A client of the market at one address: views, transactions (which wait for their
@@ -54,6 +55,9 @@ pub struct Market {
     rpc_url: String,
     /// Transactions, gas and transport errors of this client and its clones.
     pub(crate) stats: std::sync::Arc<crate::stats::ChainStats>,
+    /// The highest gas limit a transaction is sent with ([`gas_with_margin`]'s cap):
+    /// the latest block's gas limit when this client connected, else [`MAX_GAS_LIMIT`].
+    pub(crate) gas_cap: u64,
 }
 
 impl std::fmt::Debug for Market {
@@ -98,7 +102,15 @@ impl Market {
         let market_inst = DporMarket::new(market, provider.clone());
         let token_addr = stats.note(market_inst.token().call().await.map_err(|e| contract_err("token", e)))?;
         let token = TestToken::new(token_addr, provider.clone());
-        Ok(Market { provider, market: market_inst, token, signer, chain_id, rpc_url: rpc_url.to_string(), stats })
+        // The block gas limit caps our gas limits; a read-only client sends nothing.
+        let gas_cap = match &signer {
+            Some(_) => match provider.get_block_by_number(alloy::eips::BlockNumberOrTag::Latest).await {
+                Ok(Some(b)) if b.header.gas_limit > 0 => b.header.gas_limit,
+                _ => MAX_GAS_LIMIT,
+            },
+            None => MAX_GAS_LIMIT,
+        };
+        Ok(Market { provider, market: market_inst, token, signer, chain_id, rpc_url: rpc_url.to_string(), stats, gas_cap })
     }
 
     /// The JSON-RPC URL this client talks to.
@@ -171,7 +183,7 @@ impl Market {
         let from = self.require_account(method)?;
         let call = call.from(from);
         let gas_limit = match self.stats.note(call.estimate_gas().await.map_err(|e| contract_err(method, e))) {
-            Ok(estimate) => gas_with_margin(estimate),
+            Ok(estimate) => gas_with_margin(estimate, self.gas_cap),
             Err(e) => {
                 self.stats.record_tx(method, None, false);
                 return Err(e);

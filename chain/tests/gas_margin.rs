@@ -73,9 +73,10 @@ async fn a_withdraw_mined_between_estimate_and_resize_does_not_starve_the_resize
 #[test]
 fn the_margin_is_thirty_percent_and_at_least_forty_thousand_gas_below_the_cap() {
     use dpor_chain::{gas_with_margin, MAX_GAS_LIMIT};
-    assert_eq!(gas_with_margin(21_000), 61_000);
-    assert_eq!(gas_with_margin(200_000), 260_000);
-    assert_eq!(gas_with_margin(1_000_000), 1_300_000);
-    assert_eq!(gas_with_margin(29_000_000), MAX_GAS_LIMIT);
-    assert_eq!(gas_with_margin(MAX_GAS_LIMIT + 5), MAX_GAS_LIMIT + 5, "an estimate over the cap is sent as it is");
+    assert_eq!(gas_with_margin(21_000, MAX_GAS_LIMIT), 61_000);
+    assert_eq!(gas_with_margin(200_000, MAX_GAS_LIMIT), 260_000);
+    assert_eq!(gas_with_margin(1_000_000, MAX_GAS_LIMIT), 1_300_000);
+    assert_eq!(gas_with_margin(29_000_000, MAX_GAS_LIMIT), MAX_GAS_LIMIT);
+    assert_eq!(gas_with_margin(1_000_000, 1_100_000), 1_100_000, "a chain's lower block gas limit caps it");
+    assert_eq!(gas_with_margin(MAX_GAS_LIMIT + 5, MAX_GAS_LIMIT), MAX_GAS_LIMIT + 5, "an estimate over the cap is sent as it is");
 }
