@@ -78,7 +78,7 @@ async fn an_older_cosigned_digest_posted_by_the_owner_cannot_get_the_node_slashe
         // v3: t = 2, level 0 consumed into level 1; co-signed, not posted. The node's
         // state and its latest co-signed digest no longer reference v2's level 0.
         write(&w, 5, 2).await;
-        let (v3, _, _) = cosign_without_posting(&w, 3).await;
+        let (v3, v3_owner, v3_provider) = cosign_without_posting(&w, 3).await;
         assert_eq!(v3.writeCount, 2);
         assert_ne!(v3.levelRoots.first(), v2.levelRoots.first(), "v3's level 1 is not v2's level 0");
 
@@ -132,14 +132,35 @@ async fn an_older_cosigned_digest_posted_by_the_owner_cannot_get_the_node_slashe
             }
         }
 
+        // Between the rounds: v3 goes on chain (the owner posts it unless the node did)
+        // and the test waits until the node has seen it, so that no co-signed digest
+        // waits when round 2 starts. Otherwise v3 would still wait beside va, the node
+        // could post va before vb is co-signed, and vb, alone, would be the owner's to
+        // post (CI saw that race: `Store::cosigned_to_post` posts only the newest of
+        // two or more waiting digests).
+        match owner.post_digest(&v3, Bytes::from(v3_owner), Bytes::from(v3_provider)).await {
+            Ok(_) => {}
+            Err(e) => assert_eq!(e.revert_name(), Some("StaleVersion"), "posting v3: {e}"),
+        }
+        let node = NodeClient::connect(&w.node_addr, Duration::from_secs(60)).await.expect("connect to the node");
+        let t0 = Instant::now();
+        loop {
+            let st = node.status(deal).await.expect("status");
+            assert_eq!(st.cosigned_version, Some(3));
+            if st.posted_version == Some(3) {
+                break;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(120), "the node did not see v3 posted:\n{}", w.node_log());
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        assert_eq!(owner.get_deal(deal).await.expect("deal").digest_version, 3);
+
         // Round 2, deterministic: two more co-signatures not posted (va, vb); the test
         // waits (polling the chain, no fixed delay) until the node has posted vb
         // itself, with the owner's signature its Cosign carried; then va, whose
-        // level-0 run the node may now drop, can no longer be posted.
-        // (Above v3, which the node co-signed and may not have posted: round 1 answered.)
-        let node = NodeClient::connect(&w.node_addr, Duration::from_secs(60)).await.expect("connect to the node");
-        let cosigned = node.status(deal).await.expect("status").cosigned_version.expect("co-signed version");
-        assert_eq!(cosigned, 3);
+        // level-0 run the node may now drop, can no longer be posted. Until vb is
+        // co-signed va waits alone, which the node leaves to the owner.
+        let cosigned = 3;
         let (va, vb) = (cosigned + 1, cosigned + 2);
         write(&w, 6, 3).await;
         let (da, da_owner, da_provider) = cosign_without_posting(&w, va).await;
