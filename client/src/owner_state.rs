@@ -206,9 +206,17 @@ pub type RecentWrite = (u64, u64, Vec<u8>);
 
 /// Magic of the recent-writes sidecar (the owner's block cache, App. A.1).
 const RECENT_MAGIC: &[u8; 13] = b"dpor-recent-1";
-/// Magic of the append-only recent-writes sidecar: records (w, i, len, block,
-/// keccak256 of the four), appended as batches add writes, last record per w wins.
+/// Magic of the append-only recent-writes sidecar as versions before 2026-11-29 wrote
+/// it: records as in [`RECENT_MAGIC_3`], each checked by keccak256. Still read; the
+/// next save rewrites the file as version 3.
 const RECENT_MAGIC_2: &[u8; 13] = b"dpor-recent-2";
+/// Magic of the append-only recent-writes sidecar: records (w, i, len, block, BLAKE3
+/// of the four), appended as batches add writes, last record per w wins. The check
+/// detects torn and damaged records of the owner's own file (nothing adversarial),
+/// so it need not be keccak: BLAKE3 hashes a 4 KiB record ≈ 10× faster than
+/// `keccak-asm`, and keccak256 of every batched block was ≈ 7 % of the batched
+/// writes' CPU (docs/PERFORMANCE.md, "eleventh session").
+const RECENT_MAGIC_3: &[u8; 13] = b"dpor-recent-3";
 
 /// Default number of smallest levels whose *blocks* the owner keeps (App. A.1): levels
 /// 0..10, at most 2^11 − 1 blocks (8 MiB at β = 4 KiB, in the append-only sidecar).
@@ -595,8 +603,8 @@ impl OwnerState {
                 return Ok(());
             }
         }
-        let mut buf = Vec::with_capacity(RECENT_MAGIC_2.len() + self.recent.iter().map(|r| 56 + r.2.len()).sum::<usize>());
-        buf.extend_from_slice(RECENT_MAGIC_2);
+        let mut buf = Vec::with_capacity(RECENT_MAGIC_3.len() + self.recent.iter().map(|r| 56 + r.2.len()).sum::<usize>());
+        buf.extend_from_slice(RECENT_MAGIC_3);
         self.recent.iter().for_each(|r| push_recent_record(&mut buf, r));
         let end = buf.len() as u64;
         buf.resize(spare_len(end) as usize, 0);
@@ -610,8 +618,11 @@ impl OwnerState {
     fn load_recent(&mut self) -> Vec<RecentWrite> {
         let Some(path) = self.recent_path() else { return Vec::new() };
         let Ok(buf) = std::fs::read(&path) else { return Vec::new() };
-        if buf.starts_with(RECENT_MAGIC_2) {
-            let (records, clean, used) = parse_recent_2(&buf[RECENT_MAGIC_2.len()..]);
+        let version = [(RECENT_MAGIC_3, RecordCheck::Blake3), (RECENT_MAGIC_2, RecordCheck::Keccak)]
+            .into_iter()
+            .find(|(magic, _)| buf.starts_with(*magic));
+        if let Some((magic, check)) = version {
+            let (records, clean, used) = parse_recent_2(&buf[magic.len()..], check);
             let count = records.len() as u64;
             // Last record per write number wins (a refused batch's numbers reused).
             let mut by_w: BTreeMap<u64, RecentWrite> = BTreeMap::new();
@@ -619,11 +630,13 @@ impl OwnerState {
                 by_w.insert(r.0, r);
             }
             let out: Vec<RecentWrite> = by_w.into_values().collect();
-            // A torn last record (a crash mid-append): rewrite before appending again.
-            self.recent_disk = clean.then(|| RecentDisk {
+            // A torn last record (a crash mid-append), or a file of version 2 (its
+            // records checked by keccak256): rewrite before appending again.
+            let current = check == RecordCheck::Blake3;
+            self.recent_disk = (clean && current).then(|| RecentDisk {
                 records: count,
                 through: out.iter().map(|r| r.0).max().unwrap_or(0),
-                end: (RECENT_MAGIC_2.len() + used) as u64,
+                end: (magic.len() + used) as u64,
                 len: buf.len() as u64,
             });
             return out;
@@ -863,22 +876,41 @@ fn spare_len(end: u64) -> u64 {
     (end + RECENT_SPARE_BYTES).next_multiple_of(4096)
 }
 
-/// One record of the append-only sidecar: w, i, len (u64 LE), the block, keccak256 of those.
+/// The 32-byte check of a block-cache sidecar record, by file version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RecordCheck {
+    /// keccak256 ([`RECENT_MAGIC_2`], read only).
+    Keccak,
+    /// BLAKE3 ([`RECENT_MAGIC_3`]).
+    Blake3,
+}
+
+impl RecordCheck {
+    fn of(self, body: &[u8]) -> [u8; 32] {
+        match self {
+            RecordCheck::Keccak => alloy_primitives::keccak256(body).0,
+            RecordCheck::Blake3 => *blake3::hash(body).as_bytes(),
+        }
+    }
+}
+
+/// One record of the append-only sidecar ([`RECENT_MAGIC_3`]): w, i, len (u64 LE), the
+/// block, BLAKE3 of those.
 fn push_recent_record(buf: &mut Vec<u8>, (w, i, b): &RecentWrite) {
     let start = buf.len();
     buf.extend_from_slice(&w.to_le_bytes());
     buf.extend_from_slice(&i.to_le_bytes());
     buf.extend_from_slice(&(b.len() as u64).to_le_bytes());
     buf.extend_from_slice(b);
-    let check = alloy_primitives::keccak256(&buf[start..]);
-    buf.extend_from_slice(check.as_slice());
+    let check = RecordCheck::Blake3.of(&buf[start..]);
+    buf.extend_from_slice(&check);
 }
 
 /// Records of an append-only sidecar (after its magic), up to the first damaged or
 /// truncated one or the zeros written ahead ([`RecentDisk`]; a record's write number
 /// is never 0); whether the whole buffer was clean (records, then zeros only); and the
 /// bytes the records take.
-fn parse_recent_2(buf: &[u8]) -> (Vec<RecentWrite>, bool, usize) {
+fn parse_recent_2(buf: &[u8], record_check: RecordCheck) -> (Vec<RecentWrite>, bool, usize) {
     let mut out = Vec::new();
     let mut at = 0usize;
     let u64_at = |o: usize| buf.get(o..o + 8).and_then(|x| x.try_into().ok()).map(u64::from_le_bytes);
@@ -890,7 +922,7 @@ fn parse_recent_2(buf: &[u8]) -> (Vec<RecentWrite>, bool, usize) {
         let (Some(w), Some(i), Some(len)) = (u64_at(at), u64_at(at + 8), u64_at(at + 16)) else { return (out, false, at) };
         let Some(end) = usize::try_from(len).ok().and_then(|l| l.checked_add(at + 24)) else { return (out, false, at) };
         let (Some(body), Some(check)) = (buf.get(at..end), buf.get(end..end.saturating_add(32))) else { return (out, false, at) };
-        if check.len() != 32 || alloy_primitives::keccak256(body).as_slice() != check {
+        if check.len() != 32 || record_check.of(body).as_slice() != check {
             return (out, false, at);
         }
         out.push((w, i, body[24..].to_vec()));
@@ -1115,6 +1147,51 @@ mod tests {
         assert!(std::fs::metadata(&side).unwrap().len() <= spare_len(600 * 64));
         let loaded = OwnerState::load(&path).unwrap().recent;
         assert!(back.recent.iter().all(|r| loaded.contains(r)), "every kept write is on disk");
+    }
+
+    #[test]
+    fn a_block_cache_sidecar_of_version_2_loads_and_is_rewritten_as_version_3() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("owner.json");
+        let mut s = cached_state(&path);
+        s.save(&path).unwrap();
+        let side = PathBuf::from(format!("{}.recent", path.display()));
+        // As versions before 2026-11-29 wrote it: keccak256 checks, zeros after.
+        let records: Vec<RecentWrite> = (1..=3u64).map(|n| (n, n % 64, vec![n as u8; 40])).collect();
+        let mut old = RECENT_MAGIC_2.to_vec();
+        for (w, i, b) in &records {
+            let start = old.len();
+            old.extend_from_slice(&w.to_le_bytes());
+            old.extend_from_slice(&i.to_le_bytes());
+            old.extend_from_slice(&(b.len() as u64).to_le_bytes());
+            old.extend_from_slice(b);
+            let check = alloy_primitives::keccak256(&old[start..]);
+            old.extend_from_slice(check.as_slice());
+        }
+        old.resize(8192, 0);
+        std::fs::write(&side, &old).unwrap();
+        let mut back = OwnerState::load(&path).unwrap();
+        assert_eq!(back.recent, records, "version 2 records read");
+        assert_eq!(back.recent_disk, None, "not appended to: its checks are keccak256");
+        // A version 3 record appended to it would not parse: the next save rewrites.
+        back.recent.push((4, 4, vec![4; 40]));
+        back.save_recent().unwrap();
+        let bytes = std::fs::read(&side).unwrap();
+        assert!(bytes.starts_with(RECENT_MAGIC_3));
+        let again = OwnerState::load(&path).unwrap();
+        assert_eq!(again.recent, back.recent);
+        assert!(again.recent_disk.is_some(), "version 3: appended to from now on");
+        // Its records are checked by BLAKE3, not keccak256: one bit off fails the check.
+        let mut bad = bytes.clone();
+        bad[RECENT_MAGIC_3.len() + 30] ^= 1;
+        std::fs::write(&side, &bad).unwrap();
+        assert!(OwnerState::load(&path).unwrap().recent.is_empty());
+        let mut body = records[0].0.to_le_bytes().to_vec();
+        body.extend_from_slice(&records[0].1.to_le_bytes());
+        body.extend_from_slice(&(records[0].2.len() as u64).to_le_bytes());
+        body.extend_from_slice(&records[0].2);
+        let at = RECENT_MAGIC_3.len() + body.len();
+        assert_eq!(&bytes[at..at + 32], blake3::hash(&body).as_bytes(), "the first record's check is BLAKE3 of it");
     }
 
     #[test]
