@@ -253,12 +253,16 @@ async fn the_dashboard_shows_a_deal_in_a_real_browser_and_updates_when_an_epoch_
         assert_eq!(a["passed"], true, "{a}");
         assert_eq!(settled(&w, &market, deal, 0).await, EpochStatus::Proven, "{}", w.node_log());
 
-        // The API, once it caught up, says what the chain says.
+        // The API, once it caught up, says what the chain says. (Its collector reads the
+        // payment logs up to a block and the epochs' status at the latest one: a snapshot
+        // taken while the proof was being mined shows epoch 0 proven with nothing earned
+        // yet, so the wait is for the pay too.)
         let path = format!("/api/deals/{deal}");
+        let price = market.get_deal(deal).await.unwrap().price_per_epoch.to_string();
         let deadline = Instant::now() + Duration::from_secs(120);
         let d = loop {
             let d = api(addr, &path).await;
-            if d["epochs"][0] == "proven" && d["audits"].as_array().is_some_and(|v| !v.is_empty()) {
+            if d["epochs"][0] == "proven" && d["earned"] == price && d["audits"].as_array().is_some_and(|v| !v.is_empty()) {
                 break d;
             }
             assert!(Instant::now() < deadline, "the API does not show epoch 0 proven and the audit within 120 s: {d}");

@@ -615,6 +615,13 @@ fn upload_and_checkpoint_campaign(c: &mut Campaign, seed: u64) {
     // mode): the node has signed version v, which the owner never received; the
     // node will not sign v again, so the next checkpoint must take v + 1.
     let v = c.owner_state()["digest_version"].as_u64().unwrap() + 1;
+    // First the node sees v − 1 posted (its agent's log scan): else v − 1 could still
+    // wait beside v after the restart, and the node would post v itself.
+    let t0 = Instant::now();
+    while c.cli_ok(&["status"])["node"]["posted_version"] != v - 1 {
+        assert!(t0.elapsed() < Duration::from_secs(120), "the node did not see v{} posted:\n{}", v - 1, c.log_tail());
+        std::thread::sleep(Duration::from_millis(200));
+    }
     c.node.kill9();
     c.start_node_with(&["--misbehave", "lose-cosign-answers"]);
     c.write_block(&mut model, rng.below(N as u64) as usize, &pseudo_random(BETA, rng.next()));

@@ -22,7 +22,7 @@
 mod harness;
 
 use alloy_primitives::Address;
-use dpor_chain::{DealInfo, Market, ANVIL_KEYS};
+use dpor_chain::{DealInfo, EpochStatus, Market, ANVIL_KEYS};
 use dpor_client::node_client::NodeClient;
 use dpor_proto::messages::DealStatus;
 use harness::{e18, node_bin, within, CliRun, Proc, World, AUDITOR, OWNER, PROVIDER};
@@ -175,12 +175,22 @@ async fn single_deal_bad_input_is_refused_before_anything_changes() {
         // and record): refused before any audit.
         let auditor = w.client(AUDITOR).await;
         w.dev.warp_to(auditor.epoch_window(deal, 0).await.unwrap().start).await.unwrap();
+        // The node's agent proves epoch 0 on its own (paid from the escrow): wait for it,
+        // so that the deal's terms compared below do not change under the test.
+        let t0 = Instant::now();
+        while auditor.epoch_status(deal, 0).await.unwrap() == EpochStatus::None {
+            assert!(t0.elapsed() < Duration::from_secs(120), "the node did not settle epoch 0:\n{}", w.node_log());
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let chain_in_epoch = terms(&market.get_deal(deal).await.unwrap());
         let ws = w.path("no-such-dir/watch.json");
         let r = w.dpor(AUDITOR, &["watch", "--once", "--deal", &ds, "--watch-state", ws.to_str().unwrap()]).await;
         refused(&r, "watch --watch-state in a missing folder", "does not exist");
         let me = w.dev.key(AUDITOR).address();
         assert!(auditor.audits_by(deal, 0, me, 0).await.unwrap().is_empty(), "a refused watch recorded an audit");
-        unchanged("a refused watch").await;
+        assert_eq!(terms(&market.get_deal(deal).await.unwrap()), chain_in_epoch, "a refused watch changed the deal on chain");
+        assert_eq!(node_state(&node_status(&market, w.provider, deal).await), node_before, "a refused watch changed the node's copy");
+        assert!(std::fs::read(w.path("owner.json")).unwrap() == state_before, "a refused watch changed the owner state");
 
         // A resize the node refuses to co-sign after resizing (its configured ask is
         // above the one registered on chain, which `dpor` checks): the terms asked for

@@ -28,8 +28,17 @@ async fn a_deal_grows_past_n_and_shrinks_with_terms_adjusted_on_chain() {
         assert!(!refused.ok, "a sync past N·β must fail: {}", refused.stdout);
 
         // Grow to the file's size: N' = 32 (28 blocks, rounded up).
-        // balance + owed: the node may withdraw what it is owed at any time.
-        let provider_total = || async { market.balance_of(w.provider).await.expect("balance") + market.owed(w.provider).await.expect("owed") };
+        // balance + owed: the node may withdraw what it is owed at any time, so both are
+        // read with no block mined between them (anvil mines one per transaction).
+        let provider_total = || async {
+            loop {
+                let block = market.block_number().await.expect("block number");
+                let total = market.balance_of(w.provider).await.expect("balance") + market.owed(w.provider).await.expect("owed");
+                if market.block_number().await.expect("block number") == block {
+                    break total;
+                }
+            }
+        };
         let provider_tokens = provider_total().await;
         let r = w.dpor(OWNER, &["resize", "--file", w.path("big").to_str().unwrap(), "--mint"]).await.expect_ok("resize up");
         assert_eq!((r["from_blocks"].as_u64(), r["to_blocks"].as_u64()), (Some(8), Some(32)), "{r}");
