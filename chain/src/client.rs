@@ -58,6 +58,9 @@ pub struct Market {
     /// The highest gas limit a transaction is sent with ([`gas_with_margin`]'s cap):
     /// the latest block's gas limit when this client connected, else [`MAX_GAS_LIMIT`].
     pub(crate) gas_cap: u64,
+    /// The block every contract read ([`Market::view`]) is made at, if pinned
+    /// ([`Market::at_block`]); else the latest.
+    pinned: Option<u64>,
 }
 
 impl std::fmt::Debug for Market {
@@ -110,7 +113,7 @@ impl Market {
             },
             None => MAX_GAS_LIMIT,
         };
-        Ok(Market { provider, market: market_inst, token, signer, chain_id, rpc_url: rpc_url.to_string(), stats, gas_cap })
+        Ok(Market { provider, market: market_inst, token, signer, chain_id, rpc_url: rpc_url.to_string(), stats, gas_cap, pinned: None })
     }
 
     /// The JSON-RPC URL this client talks to.
@@ -223,7 +226,21 @@ impl Market {
         method: &'static str,
         call: CallBuilder<&DynProvider, D>,
     ) -> Result<D::CallOutput, ChainError> {
+        let call = match self.pinned {
+            Some(block) => call.block(alloy::eips::BlockId::number(block)),
+            None => call,
+        };
         self.stats.note(call.call().await.map_err(|e| contract_err(method, e)))
+    }
+
+    /// This client with every contract read (deals, epochs, disputes, balances, `owed`)
+    /// made at block `block` instead of the latest (`eth_call` at that block), so that
+    /// several reads and the logs up to `block` describe one state: a reader that sums
+    /// payment logs up to a block and reads the epochs' status at the latest one can
+    /// see an epoch proven before its pay. Transactions, logs and the block number are
+    /// unaffected. An RPC node must still hold that block's state (recent blocks do).
+    pub fn at_block(&self, block: u64) -> Market {
+        Market { pinned: Some(block), ..self.clone() }
     }
 }
 

@@ -182,17 +182,22 @@ impl Collector {
             }
             self.ledger_cursor = block + 1;
         }
+        // Every contract read at `block`, the block the payment logs above end at: an
+        // epoch is never shown proven before its pay is counted.
+        let at = self.market.at_block(block);
         let ids: Vec<u64> = self.deals.keys().copied().collect();
         for id in ids {
-            self.read_deal(id, block, now, &params).await?;
+            self.read_deal(&at, id, block, now, &params).await?;
         }
-        let owed = u128::try_from(self.market.owed(self.me).await?).unwrap_or(u128::MAX);
+        let owed = u128::try_from(at.owed(self.me).await?).unwrap_or(u128::MAX);
         let store = self.store.clone();
         let space = tokio::task::spawn_blocking(move || space_of(&store)).await??;
         Ok(self.snapshot_of(block, now, owed, space, &params))
     }
 
-    async fn read_deal(&mut self, id: u64, block: u64, now: u64, params: &MarketParams) -> anyhow::Result<()> {
+    /// One deal's logs since its cursor and its state as of `block` (`at`: the market
+    /// client with its reads pinned to `block`).
+    async fn read_deal(&mut self, at: &Market, id: u64, block: u64, now: u64, params: &MarketParams) -> anyhow::Result<()> {
         // A deal that ended (completed, terminated, cancelled) with no dispute left
         // open changes no more: not read again.
         if let Some(m) = self.deals.get(&id) {
@@ -202,7 +207,7 @@ impl Collector {
                 return Ok(());
             }
         }
-        let info = self.market.get_deal(id).await?;
+        let info = at.get_deal(id).await?;
         let Some(m) = self.deals.get_mut(&id) else { return Ok(()) };
         if m.cursor <= block {
             for p in self.market.digests(id, m.cursor).await? {
@@ -258,7 +263,7 @@ impl Collector {
             m.cursor = block + 1;
         }
         for q in m.disputes.values_mut().filter(|q| q.state == "unknown" || q.state == "open") {
-            q.state = match self.market.get_dispute(q.id).await?.state {
+            q.state = match at.get_dispute(q.id).await?.state {
                 DisputeState::Open => "open",
                 DisputeState::Answered => "answered",
                 DisputeState::Slashed => "slashed",
@@ -272,7 +277,7 @@ impl Collector {
                 if m.settled.contains_key(&e) || params.window(&info, e).start > now {
                     continue;
                 }
-                match self.market.epoch_status(id, e).await? {
+                match at.epoch_status(id, e).await? {
                     EpochStatus::Proven => {
                         m.settled.insert(e, EpochState::Proven);
                     }
