@@ -24,6 +24,8 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
+mod util;
+
 use alloy::signers::local::PrivateKeySigner;
 use alloy_primitives::{Address, B256};
 use async_trait::async_trait;
@@ -41,6 +43,7 @@ use dpor_proto::net::{self, NetConfig};
 use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use util::{cpu_seconds, mix};
 
 /// The baseline of the batched-write figures: a plain Merkle-tree block store over the
 /// same transport (libp2p, `/dpor/1` messages): blocks in one file (pwrite), the tree's
@@ -126,14 +129,6 @@ async fn plain_writes(client: &NodeClient, auth: &OwnerAuth<'_>, mut root: B256,
     root
 }
 
-/// A deterministic random sequence (splitmix64).
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 struct FixedDeal(ChainDeal);
 
 #[async_trait]
@@ -192,19 +187,6 @@ const MAX_POSTPONED: u64 = 32_768;
 /// `DPOR_BENCH_CHECKPOINT=wait` (an owner that waits, for comparison).
 async fn checkpoint_waits(node: &NodeClient, state: &mut OwnerState) -> bool {
     std::env::var("DPOR_BENCH_CHECKPOINT").as_deref() != Ok("wait") && flows::builds_pending(node, state).await.unwrap().1
-}
-
-/// CPU time (user + system, all threads) this process has used, in seconds (Linux
-/// `/proc/self/stat`, clock ticks of 10 ms; NaN elsewhere).
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<&str> = after.split_whitespace().collect();
-    // Fields 14 and 15 of stat(5) (utime, stime) are the 12th and 13th after the name.
-    match (f.get(11).and_then(|x| x.parse::<f64>().ok()), f.get(12).and_then(|x| x.parse::<f64>().ok())) {
-        (Some(u), Some(s)) => (u + s) / 100.0,
-        _ => f64::NAN,
-    }
 }
 
 fn main() {

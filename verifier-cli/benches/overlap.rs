@@ -9,6 +9,9 @@
 //! writes per deal and phase (default 4096, so that no C-rebuild falls in the rounds).
 //! Not part of `script/bench`: `cargo bench -p dpor-cli --bench overlap`.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+mod util;
+
 use alloy::signers::local::PrivateKeySigner;
 use alloy_primitives::{Address, B256};
 use async_trait::async_trait;
@@ -22,15 +25,11 @@ use dpor_proto::messages::WireDigest;
 use dpor_proto::net::{self, NetConfig};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use util::{cpu_seconds, mix};
 
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
 /// Deals 1 and 2, both the same terms.
 struct Deals(ChainDeal);
+
 #[async_trait]
 impl DealLookup for Deals {
     async fn deal(&self, id: u64) -> anyhow::Result<Option<ChainDeal>> {
@@ -54,18 +53,6 @@ async fn phase(node: &NodeClient, auth: &OwnerAuth<'_>, state: &mut OwnerState, 
             node.cosign(auth, nonce, WireDigest::from(&digest)).await.unwrap();
             store.set_posted(state.deal, &digest).unwrap();
         }
-    }
-}
-
-/// CPU seconds (user + system, all threads) this process has used (Linux).
-fn cpu() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<&str> = after.split_whitespace().collect();
-    // utime and stime, fields 14 and 15 of stat(5), in 10 ms ticks.
-    match (f.get(11).and_then(|x| x.parse::<f64>().ok()), f.get(12).and_then(|x| x.parse::<f64>().ok())) {
-        (Some(u), Some(s)) => (u + s) / 100.0,
-        _ => f64::NAN,
     }
 }
 
@@ -119,21 +106,21 @@ fn main() {
         for round in 0..3u64 {
             let w1 = gen(0xb47c + round * 7);
             let t = Instant::now();
-            let ca = cpu();
+            let ca = cpu_seconds();
             phase(&nodes[0], &a1, &mut s1, &store, &w1, &mut v1).await;
             let alone1 = (count as f64 * beta as f64) / t.elapsed().as_secs_f64() / 1e6;
-            println!("cores busy during deal 1 alone: {:.2}, CPU per write {:.0} us", (cpu() - ca) / t.elapsed().as_secs_f64(), (cpu() - ca) / count as f64 * 1e6);
+            println!("cores busy during deal 1 alone: {:.2}, CPU per write {:.0} us", (cpu_seconds() - ca) / t.elapsed().as_secs_f64(), (cpu_seconds() - ca) / count as f64 * 1e6);
             let w2 = gen(0xc47c + round * 7);
             let t = Instant::now();
             phase(&nodes[1], &a2, &mut s2, &store, &w2, &mut v2).await;
             let alone2 = (count as f64 * beta as f64) / t.elapsed().as_secs_f64() / 1e6;
             let (x1, x2) = (gen(0xd47c + round * 7), gen(0xe47c + round * 7));
             let t = Instant::now();
-            let c0 = cpu();
+            let c0 = cpu_seconds();
             tokio::join!(phase(&nodes[0], &a1, &mut s1, &store, &x1, &mut v1), phase(&nodes[1], &a2, &mut s2, &store, &x2, &mut v2));
             let both = (2.0 * count as f64 * beta as f64) / t.elapsed().as_secs_f64() / 1e6;
-            let cores = (cpu() - c0) / t.elapsed().as_secs_f64();
-            println!("cores busy during both: {cores:.2}, CPU per write {:.0} us", (cpu() - c0) / (2 * count) as f64 * 1e6);
+            let cores = (cpu_seconds() - c0) / t.elapsed().as_secs_f64();
+            println!("cores busy during both: {cores:.2}, CPU per write {:.0} us", (cpu_seconds() - c0) / (2 * count) as f64 * 1e6);
             println!("round {round}: deal 1 alone {alone1:.2} MB/s, deal 2 alone {alone2:.2} MB/s, both at once {both:.2} MB/s aggregate ({:.2}x the mean alone)", both / ((alone1 + alone2) / 2.0));
         }
         server.shutdown().await;
