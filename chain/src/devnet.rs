@@ -118,13 +118,13 @@ impl Devnet {
     /// included), and waits until it answers. Nothing is deployed yet.
     async fn spawn_anvil(root: &Path, opts: &DevnetOptions) -> Result<Devnet, ChainError> {
         let err = |m: String| ChainError::Rpc { method: "devnet", message: m };
-        let port = free_port().map_err(|e| err(format!("no free port: {e}")))?;
         let anvil = foundry_binary(root, "anvil")?;
         let mut cmd = Command::new(&anvil);
-        cmd.args(["--host", "127.0.0.1", "--port", &port.to_string(), "--silent"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+        // Port 0: anvil binds a port the kernel picks and prints it ("Listening on
+        // 127.0.0.1:PORT"). A port found free beforehand could be taken by another
+        // test's anvil or node starting at the same time, and then this anvil would
+        // exit while the other one answered in its place.
+        cmd.args(["--host", "127.0.0.1", "--port", "0"]).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
         if let Some(bt) = opts.block_time {
             cmd.args(["--block-time", &format!("{}", bt.as_secs_f64())]);
         }
@@ -136,9 +136,18 @@ impl Devnet {
         }
         #[cfg(unix)]
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-        let child = cmd.spawn().map_err(|e| err(format!("cannot start {}: {e} (run `npm install`)", anvil.display())))?;
-        let rpc_url = format!("http://127.0.0.1:{port}");
-        let mut dev = Devnet { child, rpc_url, market: Address::ZERO, token: Address::ZERO, manifest: Address::ZERO, chain_id: 0, deploy_block: 0 };
+        let mut child = cmd.spawn().map_err(|e| err(format!("cannot start {}: {e} (run `npm install`)", anvil.display())))?;
+        let stdout = child.stdout.take();
+        // From here on, an error drops `dev`, which ends anvil's process group.
+        let mut dev =
+            Devnet { child, rpc_url: String::new(), market: Address::ZERO, token: Address::ZERO, manifest: Address::ZERO, chain_id: 0, deploy_block: 0 };
+        let stdout = stdout.ok_or_else(|| err("anvil's output was not piped".into()))?;
+        let port = match tokio::time::timeout(ANVIL_START_WAIT, listening_port(stdout)).await {
+            Ok(Ok(port)) => port,
+            Ok(Err(())) => return Err(err(format!("anvil exited before it listened: {:?}", dev.child.try_wait()))),
+            Err(_) => return Err(err(format!("anvil did not listen within {} s", ANVIL_START_WAIT.as_secs()))),
+        };
+        dev.rpc_url = format!("http://127.0.0.1:{port}");
         dev.wait_ready().await?;
         Ok(dev)
     }
@@ -234,17 +243,18 @@ impl Devnet {
     async fn wait_ready(&mut self) -> Result<(), ChainError> {
         let url = self.rpc_url.parse().map_err(|e| rpc_err("devnet", e))?;
         let p = ProviderBuilder::new().connect_http(url);
-        for _ in 0..200 {
+        let deadline = tokio::time::Instant::now() + ANVIL_START_WAIT;
+        while tokio::time::Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(rpc_err("devnet", format!("anvil exited: {status}")));
+            }
             if let Ok(id) = p.get_chain_id().await {
                 self.chain_id = id;
                 return Ok(());
             }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return Err(rpc_err("devnet", format!("anvil exited: {status}")));
-            }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        Err(rpc_err("devnet", "anvil did not answer within 10 s"))
+        Err(rpc_err("devnet", format!("anvil did not answer within {} s", ANVIL_START_WAIT.as_secs())))
     }
 
     /// Deploys with Deploy.s.sol ([`Devnet::forge_script_deploy`]: only the variables
@@ -445,9 +455,36 @@ pub fn repo_root() -> PathBuf {
     }
 }
 
-fn free_port() -> std::io::Result<u16> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(l.local_addr()?.port())
+/// How long a devnet's anvil may take to listen and to answer, each (a loaded 2-core
+/// machine running several test binaries at once).
+const ANVIL_START_WAIT: Duration = Duration::from_secs(60);
+
+/// The port anvil prints in its "Listening on 127.0.0.1:PORT" line on `stdout`, read
+/// on a thread of its own, which then drains the rest of anvil's output (one line per
+/// RPC call) until anvil exits, so that anvil never blocks on a full pipe. `Err(())`
+/// if the output ends (anvil exited) before that line.
+async fn listening_port(stdout: std::process::ChildStdout) -> Result<u16, ()> {
+    use std::io::BufRead;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let spawned = std::thread::Builder::new().name("anvil-output".into()).spawn(move || {
+        let mut out = std::io::BufReader::new(stdout);
+        let mut line = Vec::new();
+        while matches!(out.read_until(b'\n', &mut line), Ok(n) if n > 0) {
+            let text = String::from_utf8_lossy(&line);
+            let port = text.trim().strip_prefix("Listening on ").and_then(|a| a.rsplit(':').next()).and_then(|p| p.parse::<u16>().ok());
+            if let Some(port) = port {
+                let _ = tx.send(port);
+                // The rest of the output, until anvil exits.
+                let _ = std::io::copy(&mut out, &mut std::io::sink());
+                return;
+            }
+            line.clear();
+        }
+    });
+    if spawned.is_err() {
+        return Err(());
+    }
+    rx.await.map_err(|_| ())
 }
 
 /// Writes `dir/foundry.toml`, a Foundry config that extends the repository's

@@ -354,7 +354,7 @@ async fn agent_registers_accepts_proves_answers_disputes_and_closes() {
         provider.balance_of(me).await.unwrap() + provider.owed(me).await.unwrap() >= before + bond
     })
     .await;
-    until("store released dispute 1", 10, || async { runs.calls.lock().unwrap().closed.contains(&q1) }).await;
+    until("store released dispute 1", 60, || async { runs.calls.lock().unwrap().closed.contains(&q1) }).await;
     assert!(runs.calls.lock().unwrap().opened.contains(&q1));
 
     // 6. the node lost its data (C position 6 among it): it must not answer; after the
@@ -373,13 +373,13 @@ async fn agent_registers_accepts_proves_answers_disputes_and_closes() {
     let reads = runs.calls.lock().unwrap().reads; // no epoch is being proven now (epoch 1 done)
     let q2 = auditor.open_dispute(deal, 1, 1, B256::repeat_byte(2), 0, 6, 1).await.unwrap();
     until("the agent sees dispute 2", 30, || async { runs.calls.lock().unwrap().opened.contains(&q2) }).await;
-    until("the agent tried to read the lost block", 10, || async { runs.calls.lock().unwrap().reads > reads }).await;
+    until("the agent tried to read the lost block", 60, || async { runs.calls.lock().unwrap().reads > reads }).await;
     let deadline = auditor.get_dispute(q2).await.unwrap().deadline;
     assert_eq!(auditor.get_dispute(q2).await.unwrap().state, DisputeState::Open, "no answer for a lost block");
     dev.warp_to(deadline + 1).await.unwrap();
     auditor.slash(q2).await.unwrap();
     assert_eq!(auditor.get_dispute(q2).await.unwrap().state, DisputeState::Slashed);
-    until("store released dispute 2", 10, || async { runs.calls.lock().unwrap().closed.contains(&q2) }).await;
+    until("store released dispute 2", 60, || async { runs.calls.lock().unwrap().closed.contains(&q2) }).await;
     assert_eq!(owner.get_deal(deal).await.unwrap().failures, 1, "the slash counted one fault");
 
     // 7. after the last deadline + grace, the agent closes the deal (epoch 2 was never

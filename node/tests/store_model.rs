@@ -359,13 +359,16 @@ fn reads_during_writes_see_whole_states() {
     let _ = upload(&store, &mut rng, n, beta, &mut nonce);
     let committed = Arc::new(Mutex::new(HashSet::from([store.view(DEAL).unwrap().root_u])));
     let done = Arc::new(AtomicBool::new(false));
+    // Each reader reads once before the writes start (a reader not scheduled before
+    // the last write would otherwise see nothing) and goes on until they end.
+    let first_reads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let readers: Vec<_> = (0..2)
         .map(|k| {
-            let (store, done) = (Arc::clone(&store), Arc::clone(&done));
+            let (store, done, first_reads) = (Arc::clone(&store), Arc::clone(&done), Arc::clone(&first_reads));
             std::thread::spawn(move || {
                 let mut seen = Vec::new();
                 let mut i = k;
-                while !done.load(Ordering::Relaxed) {
+                loop {
                     let (block, s, path) = store.read(DEAL, i % n).unwrap();
                     let leaf = merkle::u_leaf(i % n, &merkle::block_root(&block), &s);
                     seen.push(merkle::root_from_path(leaf, i % n, &path));
@@ -379,12 +382,22 @@ fn reads_during_writes_see_whole_states() {
                         Err(StoreError::UnknownRun { .. }) => {}
                         Err(e) => panic!("{e}"),
                     }
+                    if i == k {
+                        first_reads.fetch_add(1, Ordering::SeqCst);
+                    }
                     i += 1;
+                    if done.load(Ordering::Relaxed) {
+                        break;
+                    }
                 }
                 seen
             })
         })
         .collect();
+    // (A reader that failed has finished: its join below reports it.)
+    while first_reads.load(Ordering::SeqCst) < 2 && !readers.iter().any(|r| r.is_finished()) {
+        std::thread::yield_now();
+    }
     for w in 0..3 * n {
         nonce += 1;
         let out = store.write(DEAL, nonce, w % n, vec![w as u8; beta], [w as u8; 32]).unwrap();

@@ -260,9 +260,44 @@ impl Campaign {
     }
 
     /// Runs a CLI command to the end (no kills): (success, stdout, stderr).
+    ///
+    /// A command still running after [`harness::CLI_LIMIT`] is killed and the test
+    /// fails with its arguments, what it printed and the node's log, as
+    /// `World::dpor` does (the campaigns run in `block_in_place`, where the test's
+    /// `within` limit cannot fire, so a hung command would otherwise hang the job).
     fn cli(&self, args: &[&str]) -> (bool, String, String) {
-        let out = self.cli_command(args).output().expect("run dpor");
-        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+        let mut child = self.cli_command(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run dpor");
+        let drain = |r: Option<Box<dyn Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut b = Vec::new();
+                if let Some(mut r) = r {
+                    let _ = r.read_to_end(&mut b);
+                }
+                String::from_utf8_lossy(&b).into_owned()
+            })
+        };
+        let out = drain(child.stdout.take().map(|r| Box::new(r) as Box<dyn Read + Send>));
+        let err = drain(child.stderr.take().map(|r| Box::new(r) as Box<dyn Read + Send>));
+        let started = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait for dpor") {
+                break status;
+            }
+            if started.elapsed() > harness::CLI_LIMIT {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "`dpor {}` still ran after {:?}; killed. stdout so far:\n{}\nstderr so far:\n{}\nnode log:\n{}",
+                    args.join(" "),
+                    harness::CLI_LIMIT,
+                    out.join().unwrap_or_default(),
+                    err.join().unwrap_or_default(),
+                    self.log_tail()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        (status.success(), out.join().unwrap_or_default(), err.join().unwrap_or_default())
     }
 
     fn cli_ok(&self, args: &[&str]) -> serde_json::Value {
