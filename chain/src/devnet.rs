@@ -1,5 +1,5 @@
 //! A throw-away local chain for tests (feature `devnet`): anvil (the real binary of the
-//! npm package, [`foundry_binary`]) on a free loopback port with the contracts deployed by `contracts/script/Deploy.s.sol`
+//! npm package, [`foundry_binary`]) on a loopback port the kernel picks with the contracts deployed by `contracts/script/Deploy.s.sol`
 //! (through `forge script`, as `script/test-cast` does). Killed when dropped.
 //!
 //! The repository root is `$DPOR_ROOT` if set, else the parent of this crate's
@@ -113,7 +113,7 @@ impl Devnet {
         Ok(dev)
     }
 
-    /// Starts the real anvil binary ([`foundry_binary`]) on a free loopback port, in its
+    /// Starts the real anvil binary ([`foundry_binary`]) on a loopback port the kernel picks, in its
     /// own process group (so that drop ends the whole group, anything anvil started
     /// included), and waits until it answers. Nothing is deployed yet.
     async fn spawn_anvil(root: &Path, opts: &DevnetOptions) -> Result<Devnet, ChainError> {
