@@ -221,16 +221,9 @@ fn write_run_files_paced(dir: &Path, run: RunId, format: &BlockFormat, blocks: &
         // converted on every core, and its blocks file written (with O_DIRECT) on a
         // thread of its own while the tree is hashed (issue 23). Smaller runs keep
         // the one-thread path below (a single write's levels: no thread per write).
-        Pace::AtOnce if blocks.len() * dpor_core::field::ELEMENT_BYTES > STREAM_SYNC_BYTES => run_bytes_aligned(run, format, blocks)
-            .and_then(|bytes| {
-                let bytes = bytes.as_slice();
-                let (written, tree) = hash_while_writing(format, bytes, || write_durable(&bp, bytes, pace));
-                written
-                    .unwrap_or_else(|_| {
-                        Err(StoreError::io("write", &bp, bytes.len() as u64, std::io::Error::other("the run file writer panicked")))
-                    })
-                    .and(tree)
-            }),
+        Pace::AtOnce if blocks.len() * dpor_core::field::ELEMENT_BYTES > STREAM_SYNC_BYTES => {
+            check_run_shape(run, format, blocks).and_then(|()| stream_run_blocks(&bp, format, blocks))
+        }
         // The background builder's, and smaller runs: one thread (the builder's pool
         // has one; it runs beside writes).
         Pace::AtOnce | Pace::Background => run_bytes(run, format, blocks)
@@ -266,13 +259,104 @@ fn run_bytes(run: RunId, format: &BlockFormat, blocks: &[Fp]) -> Result<Vec<u8>>
     Ok(dpor_core::block::elements_to_bytes(blocks))
 }
 
-/// [`run_bytes`] converted on every core of the current rayon pool, into a buffer
-/// aligned for O_DIRECT ([`write_direct`]): for a run a request waits for.
-fn run_bytes_aligned(run: RunId, format: &BlockFormat, blocks: &[Fp]) -> Result<AlignedBytes> {
-    check_run_shape(run, format, blocks)?;
-    let mut out = AlignedBytes::zeroed(blocks.len() * dpor_core::field::ELEMENT_BYTES);
-    dpor_core::block::elements_to_bytes_par_into(blocks, out.as_mut_slice());
-    Ok(out)
+/// Writes the blocks file `bp` of a large run a request waits for (an upload's C, a
+/// C-rebuild not deferred) piece by piece, and returns its tree file's bytes and root
+/// (as [`run_tree_bytes`] of the whole file). Each piece of about
+/// [`STREAM_SYNC_BYTES`] ([`piece_blocks`]) is converted on every core into one of
+/// two reused buffers aligned for O_DIRECT, its blocks' chunk trees are hashed, and a
+/// thread of its own writes it (O_DIRECT where the file system takes it, else through
+/// the page cache, fdatasync'd piece by piece) while the next piece is converted and
+/// hashed. The run is never held whole as bytes: it was, beside C's elements (for an
+/// upload of 256 MiB, 600 MB of fresh pages faulted in, and unmapped on the answer's
+/// path; issue 23). The file is written under its `.tmp` name, fdatasync'd and
+/// renamed; on error the `.tmp` file is removed.
+fn stream_run_blocks(bp: &Path, format: &BlockFormat, blocks: &[Fp]) -> Result<(Vec<u8>, B256)> {
+    let tmp = tmp_of(bp);
+    let len = blocks.len() * dpor_core::field::ELEMENT_BYTES;
+    let per_piece = piece_blocks(format.coded_block_bytes()) * format.width();
+    let mut written = Err(std::io::Error::other("not written"));
+    if len.is_multiple_of(DIRECT_ALIGN) {
+        written = stream_to(&tmp, format, blocks, per_piece, true);
+        if let Err(e) = &written {
+            // A file system without O_DIRECT (tmpfs): through the page cache.
+            tracing::debug!("O_DIRECT write of {} failed ({e}); writing it through the page cache", tmp.display());
+        }
+    }
+    if written.is_err() {
+        written = stream_to(&tmp, format, blocks, per_piece, false);
+    }
+    match written.and_then(|roots| fs::rename(&tmp, bp).map(|()| roots)) {
+        Ok(roots) => tree_of_block_roots(&roots),
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            Err(StoreError::io("write", bp, len as u64, e))
+        }
+    }
+}
+
+/// Coded blocks per piece of [`stream_run_blocks`]: about [`STREAM_SYNC_BYTES`] of
+/// them, a multiple of the count whose bytes fill whole [`DIRECT_ALIGN`] units (512
+/// coded blocks of 4696 bytes for β = 4096), so that every piece but a run's last
+/// starts and ends on the alignment O_DIRECT asks for.
+fn piece_blocks(coded_block_bytes: usize) -> usize {
+    let (mut a, mut b) = (coded_block_bytes.max(1), DIRECT_ALIGN);
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    let align_blocks = DIRECT_ALIGN / a;
+    (STREAM_SYNC_BYTES / coded_block_bytes.max(1)).max(1).div_ceil(align_blocks) * align_blocks
+}
+
+/// [`stream_run_blocks`]' writing: the file `tmp` ([`open_tmp`], with O_DIRECT if
+/// `direct`) written from `blocks`, `per_piece` elements at a time; returns the
+/// block roots of all of its coded blocks, in order.
+fn stream_to(tmp: &Path, format: &BlockFormat, blocks: &[Fp], per_piece: usize, direct: bool) -> std::io::Result<Vec<B256>> {
+    use std::sync::mpsc;
+    let element_bytes = dpor_core::field::ELEMENT_BYTES;
+    let flags = if direct { rustix::fs::OFlags::DIRECT.bits() as i32 } else { 0 };
+    let f = open_tmp(tmp, (blocks.len() * element_bytes) as u64, flags)?;
+    let coded = format.coded_block_bytes();
+    let piece_bytes = per_piece * element_bytes;
+    // Pieces go to the writer one at a time and their buffers come back for reuse.
+    let (to_writer, pieces) = mpsc::sync_channel::<(AlignedBytes, usize, u64)>(1);
+    let (give_back, returned) = mpsc::channel::<AlignedBytes>();
+    let mut roots = Vec::with_capacity(blocks.len() / format.width().max(1));
+    std::thread::scope(|s| {
+        let writer = s.spawn(move || -> std::io::Result<()> {
+            for (buf, n, at) in pieces {
+                f.write_all_at(&buf.as_slice()[..n], at)?;
+                if !direct {
+                    f.sync_data()?;
+                }
+                // The converter may have stopped: then the buffer is simply dropped.
+                let _ = give_back.send(buf);
+            }
+            f.sync_data()
+        });
+        let mut fresh = 2;
+        for (k, piece) in blocks.chunks(per_piece).enumerate() {
+            let mut buf = if fresh > 0 {
+                fresh -= 1;
+                AlignedBytes::zeroed(piece_bytes)
+            } else {
+                match returned.recv() {
+                    Ok(buf) => buf,
+                    // The writer stopped (an error): its join below says why.
+                    Err(_) => break,
+                }
+            };
+            let n = piece.len() * element_bytes;
+            dpor_core::block::elements_to_bytes_par_into(piece, &mut buf.as_mut_slice()[..n]);
+            let coded_blocks: Vec<&[u8]> = buf.as_slice()[..n].chunks_exact(coded).collect();
+            roots.extend(merkle::block_roots(&coded_blocks));
+            if to_writer.send((buf, n, (k * piece_bytes) as u64)).is_err() {
+                break;
+            }
+        }
+        drop(to_writer);
+        writer.join().unwrap_or_else(|_| Err(std::io::Error::other("the run file writer panicked")))
+    })?;
+    Ok(roots)
 }
 
 fn check_run_shape(run: RunId, format: &BlockFormat, blocks: &[Fp]) -> Result<()> {
@@ -289,7 +373,13 @@ fn check_run_shape(run: RunId, format: &BlockFormat, blocks: &[Fp]) -> Result<()
 /// every core (rayon, in dpor-core).
 fn run_tree_bytes(format: &BlockFormat, bytes: &[u8]) -> Result<(Vec<u8>, B256)> {
     let coded: Vec<&[u8]> = bytes.chunks_exact(format.coded_block_bytes()).collect();
-    let leaves: Vec<B256> = merkle::run_leaves(&merkle::block_roots(&coded));
+    tree_of_block_roots(&merkle::block_roots(&coded))
+}
+
+/// The tree file's bytes and the root of the run whose coded blocks have the block
+/// roots `block_roots`, in position order ([`run_tree_bytes`]).
+fn tree_of_block_roots(block_roots: &[B256]) -> Result<(Vec<u8>, B256)> {
+    let leaves: Vec<B256> = merkle::run_leaves(block_roots);
     let size = leaves.len() as u64;
     let tree = merkle::MerkleTree::new(leaves)?;
     let mut out = Vec::with_capacity(tree_bytes(size) as usize);
@@ -612,6 +702,50 @@ mod tests {
         let bytes = fs::read(blocks_path(dir.path(), run)).expect("blocks");
         assert_eq!(bytes, dpor_core::block::elements_to_bytes(&blocks));
         assert_eq!(run_tree_bytes(&format, &bytes).expect("tree").1, root);
+    }
+
+    /// A large run is streamed in pieces ([`stream_run_blocks`]): through O_DIRECT
+    /// and through the page cache alike, the file holds exactly the run's bytes and the
+    /// block roots are those of the whole file, whatever piece size cuts the run
+    /// (a last piece shorter than the others included); every piece but the last is
+    /// whole coded blocks on the O_DIRECT alignment, for any β.
+    #[test]
+    fn a_large_run_streamed_in_pieces_is_the_whole_runs_bytes_and_roots() {
+        for beta in [1usize, 7, 100, 4096, 5000, 65536] {
+            let format = BlockFormat::new(beta).expect("format");
+            let coded = format.coded_block_bytes();
+            let per = piece_blocks(coded);
+            assert_eq!(per * coded % DIRECT_ALIGN, 0, "β = {beta}: a piece of {per} blocks is off the alignment");
+            assert!(per * coded >= STREAM_SYNC_BYTES && per * coded < STREAM_SYNC_BYTES + coded * DIRECT_ALIGN, "β = {beta}: {per} blocks");
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        // Whether this file system takes O_DIRECT at all (tmpfs does not).
+        let direct_taken = {
+            use std::os::unix::fs::OpenOptionsExt;
+            let flags = rustix::fs::OFlags::DIRECT.bits() as i32;
+            OpenOptions::new().write(true).create(true).custom_flags(flags).open(dir.path().join("probe")).is_ok()
+        };
+        let format = BlockFormat::default();
+        // 1536 coded blocks (7.2 MB): pieces of 1024 leave a last one of 512.
+        let size = 1536u64;
+        let blocks: Vec<Fp> = (0..size * format.width() as u64).map(|i| Fp::from(i.wrapping_mul(0x9e37_79b9) ^ 0x5a5a)).collect();
+        let bytes = dpor_core::block::elements_to_bytes(&blocks);
+        let coded: Vec<&[u8]> = bytes.chunks_exact(format.coded_block_bytes()).collect();
+        let want = merkle::block_roots(&coded);
+        for direct in [false, true] {
+            for per in [7usize, 512, 1024, 4096] {
+                let tmp = dir.path().join(format!("run-{direct}-{per}.tmp"));
+                match stream_to(&tmp, &format, &blocks, per * format.width(), direct) {
+                    Ok(roots) => {
+                        assert_eq!(roots, want, "direct {direct}, {per} blocks a piece: roots");
+                        assert_eq!(fs::read(&tmp).expect("read"), bytes, "direct {direct}, {per} blocks a piece: bytes");
+                    }
+                    // Pieces off the alignment (7 blocks), or O_DIRECT refused: the
+                    // caller falls back to the page cache, tested with `direct` false.
+                    Err(e) => assert!(direct && (per == 7 || !direct_taken), "direct {direct}, {per} blocks a piece: {e}"),
+                }
+            }
+        }
     }
 
     #[test]
