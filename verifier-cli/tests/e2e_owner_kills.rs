@@ -267,17 +267,7 @@ impl Campaign {
     /// `within` limit cannot fire, so a hung command would otherwise hang the job).
     fn cli(&self, args: &[&str]) -> (bool, String, String) {
         let mut child = self.cli_command(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run dpor");
-        let drain = |r: Option<Box<dyn Read + Send>>| {
-            std::thread::spawn(move || {
-                let mut b = Vec::new();
-                if let Some(mut r) = r {
-                    let _ = r.read_to_end(&mut b);
-                }
-                String::from_utf8_lossy(&b).into_owned()
-            })
-        };
-        let out = drain(child.stdout.take().map(|r| Box::new(r) as Box<dyn Read + Send>));
-        let err = drain(child.stderr.take().map(|r| Box::new(r) as Box<dyn Read + Send>));
+        let (out, err) = (drain(child.stdout.take()), drain(child.stderr.take()));
         let started = Instant::now();
         let status = loop {
             if let Some(status) = child.try_wait().expect("wait for dpor") {
@@ -340,6 +330,18 @@ impl Campaign {
         let s = self.owner_state();
         s["rebuild_count"].as_u64().unwrap() * N as u64 + s["write_count"].as_u64().unwrap()
     }
+}
+
+/// Reads `r` to its end on a thread of its own (a child's output, so that it never
+/// blocks on a full pipe): the text, lossily decoded.
+fn drain<R: Read + Send + 'static>(r: Option<R>) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut b = Vec::new();
+        if let Some(mut r) = r {
+            let _ = r.read_to_end(&mut b);
+        }
+        String::from_utf8_lossy(&b).into_owned()
+    })
 }
 
 /// The campaigns' pseudo-random seed: `DPOR_KILL_SEED`, else a fixed one.

@@ -106,10 +106,11 @@ fn write_durable(path: &Path, data: &[u8], pace: Pace) -> Result<()> {
 /// (the page size; most devices need only their 512-byte logical block).
 const DIRECT_ALIGN: usize = 4096;
 
-/// Whether `data` is written with O_DIRECT by [`write_durable`]: a large file a request
-/// waits for (more than [`STREAM_SYNC_BYTES`]: an upload's C is 600 MB), placed at an
-/// aligned address ([`AlignedBytes`]), of a length that is a multiple of
-/// [`DIRECT_ALIGN`] (a C of at least 2^9 coded blocks).
+/// Whether `data` is written with O_DIRECT by [`write_durable`]: more than
+/// [`STREAM_SYNC_BYTES`], placed at an aligned address ([`AlignedBytes`]), of a length
+/// that is a multiple of [`DIRECT_ALIGN`]. The large runs a request waits for no longer
+/// come this way (they are streamed in pieces, [`stream_run_blocks`], with O_DIRECT of
+/// their own); no caller of the store passes such a buffer now.
 fn direct_fits(data: &[u8]) -> bool {
     data.len() > STREAM_SYNC_BYTES && data.len().is_multiple_of(DIRECT_ALIGN) && data.as_ptr().align_offset(DIRECT_ALIGN) == 0
 }
@@ -189,11 +190,11 @@ pub(crate) enum Pace {
 /// The step of [`Pace::Background`]: 1 MiB, a few ms of disk time.
 pub(crate) const BACKGROUND_SYNC_BYTES: usize = 1 << 20;
 
-/// Runs a request waits for larger than this are converted on every core and written
-/// with O_DIRECT ([`write_direct`], in pieces of this size) beside their hashing.
-/// Where O_DIRECT is refused, such a file goes through the page cache fsynced every
-/// this many bytes, so the disk starts on the first piece and the final fsync waits
-/// for one piece. Measured on an upload of 256 MiB (docs/PERFORMANCE.md).
+/// Runs a request waits for larger than this are converted, hashed and written with
+/// O_DIRECT in pieces of about this size ([`stream_run_blocks`]). Where O_DIRECT is
+/// refused, such a file goes through the page cache fsynced every piece, so the disk
+/// starts on the first piece and the final fsync waits for one piece. Measured on an
+/// upload of 256 MiB (docs/PERFORMANCE.md).
 const STREAM_SYNC_BYTES: usize = 32 << 20;
 
 /// Writes run `run` (coded blocks `blocks`, flat, a power-of-two count of `format`
